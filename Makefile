@@ -1,0 +1,50 @@
+# overture — `make train` runs the main job, `make test` installs what is missing and runs the tests.
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+DEBIAN  := bubblewrap:bwrap ripgrep:rg
+# The CPU build of torch that pip finds on this kind of machine; installed before the project so
+# that the project's `torch>=2.9` is already satisfied and no CUDA build is pulled in.
+TORCH   := torch==2.13.0
+
+.PHONY: deps system-packages test test-slow train bench lint clean
+
+deps: system-packages $(STAMP)
+
+system-packages:
+	@missing=""; for pair in $(DEBIAN); do \
+		command -v $${pair#*:} >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "overture needs these Debian packages:$$missing — install them with: sudo apt-get install$$missing"; \
+		exit 1; \
+	fi
+
+$(STAMP): pyproject.toml
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "overture needs Python >= 3.11"; exit 1; }
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+test: deps
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+test-slow: deps
+	$(PY) -m pytest -m slow
+
+train: deps
+	$(VENV)/bin/overture pretrain configs/tiny.toml --overwrite
+
+bench: deps
+	$(PY) benchmarks/model_forward.py
+
+lint: deps
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache
