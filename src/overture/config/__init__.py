@@ -1,0 +1,39 @@
+"""Layer 0: the typed run configuration (pydantic), TOML loading and `--set` overrides."""
+
+from overture.config.loading import (
+    ConfigError,
+    config_to_toml,
+    load_config,
+    parse_override,
+    save_config,
+    validate_config,
+)
+from overture.config.schema import (
+    EngineConfig,
+    ModelConfig,
+    RLConfig,
+    RunConfig,
+    RuntimeConfig,
+    SandboxConfig,
+    TasksConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+
+__all__ = [
+    "ConfigError",
+    "EngineConfig",
+    "ModelConfig",
+    "RLConfig",
+    "RunConfig",
+    "RuntimeConfig",
+    "SandboxConfig",
+    "TasksConfig",
+    "TokenizerConfig",
+    "TrainingConfig",
+    "config_to_toml",
+    "load_config",
+    "parse_override",
+    "save_config",
+    "validate_config",
+]

@@ -1,0 +1,190 @@
+"""The typed run configuration: one pydantic schema for every section of a run.
+
+Every section forbids unknown keys, so a typo in a TOML file is an error naming the key
+instead of a silently ignored setting. Defaults describe the tiny CPU model of `configs/tiny.toml`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Section):
+    """Architecture of the policy: a Qwen3-MoE-family decoder (a dense Qwen3 when num_experts = 0).
+
+    Field names follow the Hugging Face `config.json` of `Qwen3MoeForCausalLM` so that a
+    checkpoint's config maps onto this one key for key. When `path` is set the architecture is
+    read from that checkpoint and the fields here are ignored.
+    """
+
+    path: str | None = None
+    vocab_size: int = Field(4096, gt=0)
+    hidden_size: int = Field(128, gt=0)
+    intermediate_size: int = Field(256, gt=0, description="hidden width of dense (non-MoE) MLP layers")
+    num_hidden_layers: int = Field(4, gt=0)
+    num_attention_heads: int = Field(4, gt=0)
+    num_key_value_heads: int = Field(2, gt=0)
+    head_dim: int = Field(32, gt=0)
+    rms_norm_eps: float = Field(1e-6, gt=0)
+    rope_theta: float = Field(1_000_000.0, gt=0)
+    max_position_embeddings: int = Field(4096, gt=0)
+    attention_bias: bool = False
+    tie_word_embeddings: bool = False
+    initializer_range: float = Field(0.02, gt=0)
+    # Mixture of experts.
+    num_experts: int = Field(8, ge=0, description="0 makes every layer dense (a Qwen3 model)")
+    num_experts_per_tok: int = Field(2, gt=0)
+    moe_intermediate_size: int = Field(64, gt=0)
+    norm_topk_prob: bool = True
+    decoder_sparse_step: int = Field(1, gt=0)
+    mlp_only_layers: list[int] = Field(default_factory=list)
+    router_aux_loss_coef: float = Field(0.001, ge=0)
+    shared_expert_intermediate_size: int = Field(
+        0, ge=0, description="width of one always-active shared expert; 0 = none (as in Qwen3-MoE)"
+    )
+    balance_bias: bool = Field(
+        False, description="auxiliary-loss-free balancing: a per-expert bias used for selection only"
+    )
+    balance_bias_rate: float = Field(1e-3, ge=0)
+    experts_impl: Literal["auto", "grouped", "loop"] = "auto"
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> ModelConfig:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if self.num_experts and self.num_experts_per_tok > self.num_experts:
+            raise ValueError(
+                f"num_experts_per_tok ({self.num_experts_per_tok}) exceeds num_experts ({self.num_experts})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim ({self.head_dim}) must be even for rotary embeddings")
+        bad = [i for i in self.mlp_only_layers if not 0 <= i < self.num_hidden_layers]
+        if bad:
+            raise ValueError(f"mlp_only_layers {bad} outside 0..{self.num_hidden_layers - 1}")
+        return self
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether decoder layer `layer` holds experts (the Qwen3-MoE rule)."""
+        return (
+            self.num_experts > 0
+            and layer not in self.mlp_only_layers
+            and (layer + 1) % self.decoder_sparse_step == 0
+        )
+
+
+class TokenizerConfig(Section):
+    """Where the tokenizer comes from: a model directory's `tokenizer.json`, or trained here."""
+
+    path: str | None = Field(
+        None, description="directory holding tokenizer.json; unset = train the built-in BPE"
+    )
+    vocab_size: int = Field(4096, gt=256, description="size of the BPE trained when path is unset")
+
+
+class TrainingConfig(Section):
+    """Optimisation settings shared by every trainer (language-model warm-up, SFT, RL)."""
+
+    steps: int = Field(300, gt=0)
+    batch_size: int = Field(8, gt=0, description="sequences per optimizer step")
+    seq_len: int = Field(256, gt=1)
+    lr: float = Field(3e-3, gt=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_steps: int = Field(20, ge=0)
+    weight_decay: float = Field(0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = Field(1.0, gt=0)
+    log_every: int = Field(10, gt=0)
+    dtype: Literal["float32", "bfloat16"] = "float32"
+
+
+class RLConfig(Section):
+    """The RL objective and the asynchrony knobs (DESIGN.md decisions 2-4)."""
+
+    advantage: Literal["grpo", "drgrpo", "rloo"] = "rloo"
+    group_size: int = Field(8, gt=1)
+    batch_groups: int = Field(4, gt=0, description="groups per optimizer step (B)")
+    staleness: int = Field(
+        0, ge=0, description="max policy-version lag of an admitted rollout (eta); 0 = sync"
+    )
+    overprovision: float = Field(
+        1.0, ge=1.0, description="groups in flight / groups per step (partial rollouts)"
+    )
+    clip_low: float = Field(0.2, gt=0)
+    clip_high: float = Field(0.28, gt=0)
+    is_correction: Literal["tis", "mis", "none"] = "tis"
+    is_level: Literal["token", "sequence"] = "token"
+    is_bound: float = Field(2.0, gt=1.0)
+    loss_agg: Literal["token_mean", "seq_mean_token_mean", "constant"] = "token_mean"
+    kl_coef: float = Field(0.0, ge=0)
+    mask_truncated: bool = True
+    drop_zero_signal_groups: bool = False
+
+
+class EngineConfig(Section):
+    """Rollout generation: batching, KV cache and default sampling."""
+
+    max_batch_size: int = Field(32, gt=0)
+    kv_block_size: int = Field(16, gt=0)
+    max_new_tokens: int = Field(256, gt=0)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+
+
+class SandboxConfig(Section):
+    """Limits of every sandboxed command."""
+
+    timeout_s: float = Field(30.0, gt=0)
+    cpu_seconds: int = Field(60, gt=0)
+    memory_mb: int = Field(2048, gt=0)
+    max_processes: int = Field(256, gt=0)
+    max_file_mb: int = Field(64, gt=0)
+    max_open_files: int = Field(256, gt=0)
+    max_output_bytes: int = Field(32_768, gt=0)
+    pool_size: int = Field(8, gt=0)
+
+
+class TasksConfig(Section):
+    """Where tasks come from and how they are rewarded."""
+
+    source: str = Field("builtin", description="'builtin' or a JSONL file of tasks")
+    train_size: int = Field(64, gt=0)
+    eval_size: int = Field(16, ge=0)
+    reward: Literal["binary", "fraction"] = "binary"
+    max_turns: int = Field(8, gt=0)
+
+
+class RuntimeConfig(Section):
+    """Where components run: one process by default, Ray when asked."""
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int | None = Field(None, gt=0, description="torch intra-op threads; unset = torch's default")
+    ray: bool = False
+    ray_address: str | None = None
+
+
+class RunConfig(Section):
+    """A whole run: its name, where it writes, and every section above."""
+
+    name: str = Field("tiny", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    output_dir: str = "runs"
+    seed: int = 0
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
