@@ -1,0 +1,165 @@
+"""The built-in corpus for the from-scratch tiny tokenizer: overture's own source, plus
+chat-format conversations with tool calls so the tokenizer learns the wire format.
+
+Everything here is deterministic: the same installed package gives the same texts, and so
+the same tokenizer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from overture.text.chat import render_assistant, render_system, render_tool_responses, render_user
+from overture.text.tokenizer import Tokenizer
+from overture.text.tool_calls import ToolCall
+
+CONVERSATION_COUNT = 24
+CONVERSATION_SEED = 20250101
+
+
+def builtin_corpus_texts() -> list[str]:
+    """The source of every `.py` file of `overture` (sorted by path), then sample chats."""
+    sources = package_sources()
+    return [text for _, text in sources] + sample_conversations(sources)
+
+
+def train_default_tokenizer(vocab_size: int = 4096) -> Tokenizer:
+    """Train the project's tiny byte-level BPE on `builtin_corpus_texts()`."""
+    return Tokenizer.train(builtin_corpus_texts(), vocab_size=vocab_size)
+
+
+def package_sources(package: str = "overture") -> list[tuple[str, str]]:
+    """`(relative path, text)` of each `.py` file under `package`, sorted by path."""
+    found = list(_python_files(files(package), ""))
+    return sorted(found)
+
+
+def _python_files(folder: Traversable, prefix: str) -> Iterator[tuple[str, str]]:
+    for entry in folder.iterdir():
+        name = prefix + entry.name
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                yield from _python_files(entry, name + "/")
+        elif entry.name.endswith(".py"):
+            yield name, entry.read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- sample chats
+
+SYSTEM_PROMPT = (
+    "You are a coding agent working in a repository. Read the code before you change it, "
+    "make the smallest edit that fixes the problem, and run the tests."
+)
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "name": "read_file",
+        "description": "Read lines of a file, numbered as N|text.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "offset": {"type": "integer", "description": "first line, 1-based"},
+                "limit": {"type": "integer", "description": "at most this many lines"},
+            },
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "grep",
+        "description": "Search files for a regular expression.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+            },
+            "required": ["pattern"],
+        },
+    },
+    {
+        "name": "search_replace",
+        "description": "Replace old_string, which must occur exactly once, by new_string.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["file_path", "old_string", "new_string"],
+        },
+    },
+    {
+        "name": "run_terminal_cmd",
+        "description": "Run a shell command in the workspace.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+            "required": ["command"],
+        },
+    },
+]
+
+_TASKS = (
+    "The tests in {path} fail after the last change. Find the bug and fix it.",
+    "Something in {path} returns the wrong value for empty input. Please fix it.",
+    "Add a clearer error message to the function that reads {path}'s input.",
+)
+_FALLBACK_SOURCE = "def first(items):\n    return items[0] if items else None\n"
+_WORDS = ("def", "return", "raise", "self", "import", "class", "len", "None", "list")
+
+
+def sample_conversations(sources: list[tuple[str, str]] | None = None) -> list[str]:
+    """A few rendered agent conversations that use the tools on overture's own files."""
+    sources = package_sources() if sources is None else sources
+    files_with_code = [(p, t) for p, t in sources if t.strip()] or [("example.py", _FALLBACK_SOURCE)]
+    rng = random.Random(CONVERSATION_SEED)
+    return [_conversation(rng, files_with_code) for _ in range(CONVERSATION_COUNT)]
+
+
+def _conversation(rng: random.Random, sources: list[tuple[str, str]]) -> str:
+    package_path, source = rng.choice(sources)
+    path = "src/overture/" + package_path
+    lines = source.splitlines() or [""]
+    word = rng.choice(_WORDS)
+    start = rng.choice([n for n, line in enumerate(lines) if line.strip()] or [0])
+    limit = rng.randint(5, 40)
+    first = [
+        ToolCall("read_file", {"path": path, "offset": start + 1, "limit": limit}),
+        ToolCall("grep", {"pattern": rf"\b{word}\b", "path": path.rpartition("/")[0] or "."}),
+    ]
+    old = lines[start]
+    new = old.replace(word, word.upper()) if word in old else old + "  # checked"
+    second = [
+        ToolCall("search_replace", {"file_path": path, "old_string": old, "new_string": new}),
+        ToolCall("run_terminal_cmd", {"command": "python -m pytest -q", "timeout": 120}),
+    ]
+    return "".join(
+        [
+            render_system(SYSTEM_PROMPT, TOOL_SCHEMAS),
+            render_user(rng.choice(_TASKS).format(path=path)),
+            render_assistant("I will read the file and look for related code.", first),
+            render_tool_responses([_numbered(lines, start, limit), _grep_output(path, lines, word)]),
+            render_assistant("", second) if rng.random() < 0.5 else render_assistant("Fixing it.", second),
+            render_tool_responses([f"Replaced 1 occurrence in {path}.", f"{rng.randint(3, 90)} passed"]),
+            render_assistant(f"Done: the line in {path} is fixed and the tests pass.", []),
+        ]
+    )
+
+
+def _numbered(lines: list[str], start: int, limit: int) -> str:
+    chosen = lines[start : start + limit]
+    body = "\n".join(f"{start + i + 1}|{line}" for i, line in enumerate(chosen))
+    remaining = len(lines) - start - len(chosen)
+    return body + (f"\n... {remaining} more lines" if remaining > 0 else "")
+
+
+def _grep_output(path: str, lines: list[str], word: str) -> str:
+    hits = [f"{path}:{n}:{line}" for n, line in enumerate(lines, 1) if word in line][:10]
+    return "\n".join(hits) if hits else "No matches found."
