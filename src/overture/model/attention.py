@@ -1,0 +1,61 @@
+"""Grouped-query self-attention with per-head q/k RMSNorm (Qwen3), through PyTorch's SDPA.
+
+The forward is split into `project` (q, k, v in B×heads×T×head_dim, normalised and rotated)
+and `attend` so that an incremental decoder can put its own KV cache between the two.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from overture.config import ModelConfig
+from overture.model.layers import RMSNorm, apply_rotary
+
+
+class Attention(nn.Module):
+    """Causal grouped-query attention; key/value heads are shared by groups of query heads."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+
+    def project(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values of `x` (B×T×D): B×heads×T×head_dim, q and k rotated."""
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(batch, length, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(batch, length, self.num_kv_heads, self.head_dim)
+        q = apply_rotary(self.q_norm(q).transpose(1, 2), cos, sin)
+        k = apply_rotary(self.k_norm(k).transpose(1, 2), cos, sin)
+        return q, k, v.transpose(1, 2)
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Attention output projected back to B×T×D.
+
+        Without `mask` the attention is causal over equal-length q and k. An incremental decoder
+        passes a boolean `mask` (B×1×Tq×Tk, True = may attend) for cached keys instead.
+        """
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=self.num_kv_heads != self.num_heads
+        )
+        batch, _, length, _ = out.shape
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, self.num_heads * self.head_dim))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.project(x, cos, sin)
+        return self.attend(q, k, v)
