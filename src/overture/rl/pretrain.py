@@ -1,0 +1,200 @@
+"""Language-model warm-up: next-token training of the policy on the corpus overture ships.
+
+`overture pretrain CONFIG` (and `make train` until the RL loop lands) runs it end to end:
+tokenizer (trained here or loaded), model (from scratch or from a checkpoint), AdamW with
+warmup and cosine decay, the router's auxiliary loss and balancing bias, held-out loss before
+and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from overture.config import RunConfig
+from overture.model import Transformer, load_pretrained, save_pretrained
+from overture.rl.devices import resolve_device
+from overture.rl.optim import build_optimizer, learning_rate, set_learning_rate
+from overture.rl.run_dir import RunDir
+from overture.text import Tokenizer, builtin_corpus_texts, train_default_tokenizer
+
+SAMPLE_PROMPT = "def "
+
+
+@dataclass
+class TokenSplits:
+    """The corpus as one token stream per split (documents separated by <|endoftext|>)."""
+
+    train: torch.Tensor
+    val: torch.Tensor
+
+
+def corpus_tokens(tokenizer: Tokenizer, texts: list[str], hold_out_every: int = 10) -> TokenSplits:
+    """Encode documents into two streams; every `hold_out_every`-th document is held out, so
+    the held-out split mixes source files and conversations as the training split does."""
+    splits: tuple[list[int], list[int]] = ([], [])
+    for i, text in enumerate(texts):
+        held_out = i % hold_out_every == hold_out_every - 1
+        splits[held_out].extend([*tokenizer.encode(text), tokenizer.endoftext_id])
+    return TokenSplits(train=torch.tensor(splits[0]), val=torch.tensor(splits[1]))
+
+
+def random_windows(
+    tokens: torch.Tensor, batch: int, length: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`batch` random windows of `length` inputs and their next-token targets."""
+    starts = torch.randint(0, len(tokens) - length - 1, (batch,), generator=generator)
+    windows = torch.stack([tokens[s : s + length + 1] for s in starts.tolist()])
+    return windows[:, :-1], windows[:, 1:]
+
+
+@torch.no_grad()
+def held_out_loss(
+    model: Transformer, tokens: torch.Tensor, length: int, device: torch.device, max_windows: int = 32
+) -> float:
+    """Mean next-token cross-entropy over evenly spaced, fixed windows of the held-out stream."""
+    model.eval()
+    count = max(1, min(max_windows, (len(tokens) - 1) // length))
+    windows = torch.stack([tokens[i * length : i * length + length + 1] for i in range(count)]).to(device)
+    logits = model(windows[:, :-1]).logits
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten()).item()
+    model.train()
+    return loss
+
+
+@torch.no_grad()
+def greedy_continuation(model: Transformer, tokenizer: Tokenizer, prompt: str, new_tokens: int) -> str:
+    """Greedy decoding without a cache: enough for a demo's sample, not for serving."""
+    model.eval()
+    device = model.embed_tokens.weight.device
+    ids = tokenizer.encode(prompt)
+    for _ in range(new_tokens):
+        logits = model(torch.tensor([ids], device=device)).logits[0, -1]
+        ids.append(int(logits.argmax()))
+        if ids[-1] == tokenizer.endoftext_id:
+            break
+    model.train()
+    return tokenizer.decode(ids)
+
+
+def load_tokenizer(config: RunConfig) -> Tokenizer:
+    if config.tokenizer.path:
+        return Tokenizer.from_dir(config.tokenizer.path)
+    return train_default_tokenizer(config.tokenizer.vocab_size)
+
+
+def build_model(config: RunConfig, tokenizer: Tokenizer, device: torch.device) -> Transformer:
+    dtype = getattr(torch, config.training.dtype)
+    if config.model.path:
+        model = load_pretrained(config.model.path, dtype=dtype)
+    else:
+        model = Transformer(config.model).to(dtype)
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise ValueError(
+            f"tokenizer has {tokenizer.vocab_size} tokens but model.vocab_size is {model.config.vocab_size}"
+        )
+    return model.to(device)
+
+
+def expert_load_cv(tokens_per_expert: torch.Tensor) -> float:
+    """Coefficient of variation of per-expert load, averaged over MoE layers (0 = balanced)."""
+    if tokens_per_expert.numel() == 0:
+        return 0.0
+    load = tokens_per_expert.float()
+    return (load.std(-1) / load.mean(-1)).mean().item()
+
+
+def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], None] = print) -> dict:
+    """Train the policy as a language model on the shipped corpus; returns a summary dict."""
+    torch.manual_seed(config.seed)
+    device = resolve_device(config.runtime)
+    run = RunDir(config, overwrite=overwrite)
+    training = config.training
+    started = time.time()
+
+    tokenizer = load_tokenizer(config)
+    data = corpus_tokens(tokenizer, builtin_corpus_texts())
+    model = build_model(config, tokenizer, device)
+    echo(
+        f"run {run.path}: {model.num_parameters():,} parameters ({model.num_parameters(active=True):,} "
+        f"active per token), {len(data.train):,} training tokens, vocab {tokenizer.vocab_size}, {device}"
+    )
+    optimizer = build_optimizer(model, training)
+    generator = torch.Generator().manual_seed(config.seed)
+    initial_val = held_out_loss(model, data.val, training.seq_len, device)
+    run.log(0, val_loss=initial_val)
+    echo(f"step     0  held-out loss {initial_val:.3f}")
+
+    window_start, window_tokens = time.time(), 0
+    for step in range(1, training.steps + 1):
+        set_learning_rate(optimizer, learning_rate(step, training))
+        inputs, targets = random_windows(data.train, training.batch_size, training.seq_len, generator)
+        out = model(inputs.to(device))
+        ce = F.cross_entropy(out.logits.flatten(0, 1).float(), targets.to(device).flatten())
+        loss = ce + model.config.router_aux_loss_coef * out.aux_loss
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), training.grad_clip).item()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        model.update_balance_bias()
+        window_tokens += inputs.numel()
+        if step % training.log_every == 0 or step == training.steps:
+            elapsed = time.time() - window_start
+            metrics = dict(
+                loss=ce.item(),
+                aux_loss=out.aux_loss.item(),
+                lr=optimizer.param_groups[0]["lr"],
+                grad_norm=grad_norm,
+                tokens_per_s=window_tokens / elapsed,
+                expert_load_cv=expert_load_cv(out.tokens_per_expert),
+            )
+            if step == training.steps:
+                metrics["val_loss"] = held_out_loss(model, data.val, training.seq_len, device)
+            run.log(step, **metrics)
+            echo(
+                f"step {step:5d}  loss {ce.item():.3f}  aux {out.aux_loss.item():.3f}  "
+                f"load-cv {metrics['expert_load_cv']:.2f}  {metrics['tokens_per_s']:,.0f} tok/s"
+            )
+            window_start, window_tokens = time.time(), 0
+
+    final_val = held_out_loss(model, data.val, training.seq_len, device)
+    checkpoint = run.checkpoints / "final"
+    save_pretrained(model, checkpoint)
+    tokenizer.save(checkpoint)
+    reload_difference = _reload_difference(model, checkpoint, data.val[: training.seq_len][None].to(device))
+    sample = greedy_continuation(model, tokenizer, SAMPLE_PROMPT, 48)
+    summary = {
+        "run_dir": str(run.path),
+        "checkpoint": str(checkpoint),
+        "parameters": model.num_parameters(),
+        "active_parameters": model.num_parameters(active=True),
+        "steps": training.steps,
+        "initial_val_loss": initial_val,
+        "final_val_loss": final_val,
+        "reload_max_logit_difference": reload_difference,
+        "seconds": round(time.time() - started, 1),
+        "sample": sample,
+    }
+    run.log(training.steps, final_val_loss=final_val, reload_max_logit_difference=reload_difference)
+    run.close()
+    echo(
+        f"held-out loss {initial_val:.3f} -> {final_val:.3f}; checkpoint {checkpoint} "
+        f"(reloaded, max logit difference {reload_difference:.1e})"
+    )
+    echo(f"greedy sample: {sample!r}")
+    return summary
+
+
+def _reload_difference(model: Transformer, checkpoint: Path, ids: torch.Tensor) -> float:
+    """Max |logit difference| between the trained model and its reloaded checkpoint."""
+    reloaded = load_pretrained(checkpoint, dtype=model.embed_tokens.weight.dtype).to(ids.device).eval()
+    model.eval()
+    with torch.no_grad():
+        difference = (model(ids).logits - reloaded(ids).logits).abs().max().item()
+    model.train()
+    return difference
