@@ -56,6 +56,9 @@ class Attention(nn.Module):
         batch, _, length, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, self.num_heads * self.head_dim))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`mask` (B×1×T×T, True = may attend) replaces the causal default, e.g. for packed rows."""
         q, k, v = self.project(x, cos, sin)
-        return self.attend(q, k, v)
+        return self.attend(q, k, v, mask)

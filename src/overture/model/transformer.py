@@ -39,9 +39,13 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, RouterOutput | None]:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return self.feed_forward(x)
+
+    def feed_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RouterOutput | None]:
+        """The layer's second half, x + MLP(norm(x)); also used by the engine's cached forward."""
         hidden = self.post_attention_layernorm(x)
         if self.is_moe:
             out, route = self.mlp(hidden)
@@ -94,15 +98,22 @@ class Transformer(nn.Module):
     def moe_routers(self) -> list[Router]:
         return [layer.mlp.gate for layer in self.layers if layer.is_moe]
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None) -> CausalLMOutput:
-        """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1)."""
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> CausalLMOutput:
+        """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1);
+        attention_mask: B×1×T×T booleans (True = may attend) instead of plain causal attention,
+        e.g. block-diagonal for several sequences packed into one row."""
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
         routes = []
         for layer in self.layers:
-            x, route = layer(x, cos, sin)
+            x, route = layer(x, cos, sin, attention_mask)
             if route is not None:
                 routes.append(route)
         logits = self.lm_head(self.norm(x))
