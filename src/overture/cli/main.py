@@ -20,6 +20,8 @@ from overture.config import ConfigError, config_to_toml, load_config
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="overture: RL for agentic coding models.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect run configurations.")
 app.add_typer(config_app, name="config")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in isolated, copy-on-write sandboxes.")
+app.add_typer(sandbox_app, name="sandbox")
 console = Console(stderr=True)
 
 ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
@@ -32,12 +34,24 @@ def reports_errors(command: Callable) -> Callable:
     @wraps(command)
     def run(*args, **kwargs):
         from overture.model import CheckpointError
+        from overture.rl.checkpoints import TrainingCheckpointError
+        from overture.rl.demonstrations import DemonstrationError
         from overture.rl.run_dir import RunDirError
+        from overture.sandbox import SandboxError
         from overture.text import TokenizerError
 
+        known = (
+            SandboxError,
+            ConfigError,
+            CheckpointError,
+            TokenizerError,
+            RunDirError,
+            TrainingCheckpointError,
+            DemonstrationError,
+        )
         try:
             return command(*args, **kwargs)
-        except (ConfigError, CheckpointError, TokenizerError, RunDirError) as exc:
+        except known as exc:
             console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
@@ -70,6 +84,63 @@ def pretrain(
         echo=lambda line: console.print(line, highlight=False, soft_wrap=True),
     )
     typer.echo(json.dumps(summary))
+
+
+@app.command()
+@reports_errors
+def sft(
+    config: ConfigPath,
+    set_: Overrides = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="replace an existing run directory of the same name")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option(help="continue the run from its newest complete checkpoint")
+    ] = False,
+) -> None:
+    """Supervised warm start on demonstration conversations; prints a JSON summary."""
+    from overture.rl.sft import sft as run_sft
+
+    run_config = load_config(config, set_ or [])
+    summary = run_sft(
+        run_config,
+        overwrite=overwrite,
+        resume=resume,
+        echo=lambda line: console.print(line, highlight=False, soft_wrap=True),
+    )
+    typer.echo(json.dumps(summary))
+
+
+@sandbox_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@reports_errors
+def sandbox_run(
+    ctx: typer.Context,
+    workspace: Annotated[Path, typer.Option(help="directory the sandbox starts from (never modified)")],
+    timeout: Annotated[float | None, typer.Option(help="wall-clock limit in seconds")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML run configuration for the [sandbox] limits")
+    ] = None,
+    set_: Overrides = None,
+    diff: Annotated[bool, typer.Option(help="include the workspace diff in the result")] = False,
+) -> None:
+    """Run one command (after `--`) in a fresh sandbox over DIR; print the result as JSON."""
+    import asyncio
+
+    from overture.sandbox import SandboxPool
+
+    command = list(ctx.args)
+    if not command:
+        raise typer.BadParameter("give the command after --, e.g. overture sandbox run --workspace . -- ls")
+    sandbox_config = load_config(config, set_ or []).sandbox
+
+    async def run() -> dict:
+        async with SandboxPool(sandbox_config) as pool, pool.sandbox(workspace) as box:
+            result = (await box.exec(command, timeout=timeout)).to_dict()
+            if diff:
+                result["diff"] = box.diff()
+            return result
+
+    typer.echo(json.dumps(asyncio.run(run())))
 
 
 def main() -> None:  # pragma: no cover - console-script entry point

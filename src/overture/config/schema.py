@@ -106,6 +106,19 @@ class TrainingConfig(Section):
     grad_clip: float = Field(1.0, gt=0)
     log_every: int = Field(10, gt=0)
     dtype: Literal["float32", "bfloat16"] = "float32"
+    micro_batch_tokens: int = Field(
+        2048, gt=1, description="positions per micro-batch (rows x row length, padding included)"
+    )
+    packing: bool = Field(
+        True,
+        description="pack sequences into rows (block-diagonal attention); false = a padded row per sequence",
+    )
+    checkpoint_every: int = Field(
+        0, ge=0, description="optimizer steps between checkpoints; 0 = only at the end"
+    )
+    keep_checkpoints: int = Field(
+        2, gt=0, description="newest complete checkpoints kept; older ones are deleted"
+    )
 
 
 class RLConfig(Section):
@@ -129,6 +142,34 @@ class RLConfig(Section):
     kl_coef: float = Field(0.0, ge=0)
     mask_truncated: bool = True
     drop_zero_signal_groups: bool = False
+    constant_normalizer: int = Field(
+        4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"
+    )
+    minibatches: int = Field(1, gt=0, description="optimizer steps per rollout batch")
+    recompute_proximal: bool = Field(
+        True,
+        description="with minibatches > 1, recompute proximal logprobs before the first update; "
+        "false takes the behavior logprobs as proximal (only right for on-policy batches)",
+    )
+
+    @model_validator(mode="after")
+    def _check_clip(self) -> RLConfig:
+        if self.clip_low >= 1:
+            raise ValueError(f"clip_low ({self.clip_low}) must be below 1 (the ratio floor is 1 - clip_low)")
+        return self
+
+
+class SFTConfig(Section):
+    """Supervised warm start on demonstration conversations (`overture sft`)."""
+
+    data: str | None = Field(
+        None, description="JSONL of demonstrations ({'messages': [...]}); unset = the built-in synthetic set"
+    )
+    synthetic_count: int = Field(256, gt=1, description="demonstrations generated when data is unset")
+    val_fraction: float = Field(0.1, gt=0, lt=1, description="share of demonstrations held out")
+    eval_every: int = Field(20, gt=0, description="optimizer steps between held-out evaluations")
+    patience: int = Field(3, gt=0, description="evaluations without improvement before stopping early")
+    min_delta: float = Field(1e-3, ge=0, description="held-out loss decrease that counts as improvement")
 
 
 class EngineConfig(Section):
@@ -140,19 +181,41 @@ class EngineConfig(Section):
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0)
+    kv_cache_tokens: int = Field(
+        32_768, gt=0, description="KV cache pool size in tokens (rounded up to whole blocks)"
+    )
+    max_model_len: int = Field(
+        0, ge=0, description="longest prompt + completion; 0 = the model's max_position_embeddings"
+    )
+    max_prefill_tokens: int = Field(
+        4096, gt=0, description="prompt tokens prefilled in one step (a longer prompt runs alone)"
+    )
+    prefix_sharing: bool = Field(
+        True, description="requests admitted together with the same prompt share its prefill and KV blocks"
+    )
 
 
 class SandboxConfig(Section):
-    """Limits of every sandboxed command."""
+    """Isolation, limits of every sandboxed command, and the pool's bounds."""
 
-    timeout_s: float = Field(30.0, gt=0)
+    isolation: Literal["bwrap", "none"] = Field(
+        "bwrap", description="'none' runs commands unisolated on a copy: for debugging only"
+    )
+    timeout_s: float = Field(30.0, gt=0, description="default wall-clock limit of one command")
     cpu_seconds: int = Field(60, gt=0)
-    memory_mb: int = Field(2048, gt=0)
+    memory_mb: int = Field(2048, gt=0, description="address space per process (and the cgroup's memory)")
     max_processes: int = Field(256, gt=0)
     max_file_mb: int = Field(64, gt=0)
     max_open_files: int = Field(256, gt=0)
-    max_output_bytes: int = Field(32_768, gt=0)
-    pool_size: int = Field(8, gt=0)
+    max_output_bytes: int = Field(32_768, gt=0, description="per stream; head and tail are kept")
+    max_live: int = Field(16, gt=0, description="sandboxes alive at once; further requests queue (FIFO)")
+    max_queue: int = Field(100_000, gt=0, description="requests waiting at once before PoolFull")
+    prewarm: int = Field(0, ge=0, description="spare sandboxes kept started per base")
+    python_env: bool = Field(True, description="bind the running Python (read-only) so commands can use it")
+    extra_ro_paths: list[str] = Field(default_factory=list, description="more host paths bound read-only")
+    state_dir: str | None = Field(
+        None, description="where writable layers live; unset = /dev/shm (memory) if usable, else the temp dir"
+    )
 
 
 class TasksConfig(Section):
@@ -184,6 +247,7 @@ class RunConfig(Section):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
