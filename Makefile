@@ -2,7 +2,8 @@
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-DEBIAN  := bubblewrap:bwrap ripgrep:rg
+# Debian package:command pairs; patch is used by the tests to apply workspace diffs.
+DEBIAN  := bubblewrap:bwrap ripgrep:rg patch:patch
 # The CPU build of torch that pip finds on this kind of machine; installed before the project so
 # that the project's `torch>=2.9` is already satisfied and no CUDA build is pulled in.
 TORCH   := torch==2.13.0

@@ -1,0 +1,83 @@
+"""Unified diffs of a workspace against its base, in the format `patch -p1` and `git apply` read.
+
+File contents are read without following symlinks, so a link the command created cannot pull
+a host file into the diff; a changed symlink is reported on a line of its own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from pathlib import Path
+
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def read_entry(path: Path) -> tuple[str, bytes | str | None]:
+    """("file", bytes) | ("symlink", target) | ("missing", None) | ("other", None), never following links."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink", os.readlink(path)
+    if stat.S_ISREG(info.st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            return "file", handle.read()
+    return "other", None
+
+
+def _is_binary(data: bytes) -> bool:
+    return b"\0" in data[:8192]
+
+
+def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
+    """The unified diff of one file (None = absent); empty when unchanged."""
+    if old == new:
+        return ""
+    before = "/dev/null" if old is None else f"a/{rel}"
+    after = "/dev/null" if new is None else f"b/{rel}"
+    if _is_binary(old or b"") or _is_binary(new or b""):
+        return f"Binary files {before} and {after} differ\n"
+    old_lines = (old or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+    new_lines = (new or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(old_lines, new_lines, before, after, lineterm="\n"):
+        out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
+    return "".join(out)
+
+
+def render_diff(base: Path, current: Path, paths: list[str]) -> str:
+    """The diff of `paths` (relative) between the trees `base` and `current`."""
+    parts = []
+    for rel in sorted(set(paths)):
+        old_kind, old = read_entry(base / rel)
+        new_kind, new = read_entry(current / rel)
+        if "symlink" in (old_kind, new_kind):
+            if (old_kind, old) != (new_kind, new):
+                shown = f"symlink -> {new}" if new_kind == "symlink" else new_kind
+                parts.append(f"Symlink {rel} changed: now {shown}\n")
+            continue
+        parts.append(file_diff(rel, old if old_kind == "file" else None, new if new_kind == "file" else None))
+    return "".join(parts)
+
+
+def files_under(root: Path, rel: str) -> list[str]:
+    """`rel` itself if it is a file or link under `root`, or every file and link below it."""
+    top = root / rel
+    if top.is_symlink() or top.is_file():
+        return [rel]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames.sort()
+        for name in [*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
+            found.append(os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
+def changed_between(base: Path, current: Path) -> list[str]:
+    """Every file path that differs between two trees (a plain comparison, for copied workspaces)."""
+    paths = set(files_under(base, ".")) | set(files_under(current, "."))
+    return sorted(p for p in paths if read_entry(base / p) != read_entry(current / p))

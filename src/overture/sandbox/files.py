@@ -1,0 +1,257 @@
+"""File access confined to a workspace root, safe against `..` and symlink escapes.
+
+Paths are resolved one component at a time from a directory descriptor of the root, never
+letting the kernel follow a symlink: each symlink met on the way is read and resolved by hand
+*inside* the workspace (an absolute target is taken relative to the sandbox's view, where the
+workspace is mounted at `/workspace`). A path or link that would leave the root raises
+`PathEscape` naming it. Because nothing is followed implicitly, a command racing to swap a
+directory for a symlink cannot redirect a read or write outside the workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import stat
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from overture.sandbox.errors import PathEscape
+
+WORKSPACE_MOUNT = "/workspace"
+MAX_SYMLINKS = 40
+
+
+def workspace_relative(path: str) -> PurePosixPath:
+    """`path` as seen by the agent (relative, or absolute under /workspace) → relative path."""
+    posix = PurePosixPath(path)
+    if posix.is_absolute():
+        try:
+            posix = posix.relative_to(WORKSPACE_MOUNT)
+        except ValueError:
+            raise PathEscape(f"{path}: outside the workspace ({WORKSPACE_MOUNT})") from None
+    return posix
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One directory entry as `list_dir` reports it."""
+
+    name: str
+    kind: str  # "file", "dir", "symlink" or "other"
+    size: int
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+class ConfinedFiles:
+    """Read, write, list and glob files under `root` without ever leaving it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    # ----------------------------------------------------------------- resolution
+
+    def _resolve(self, path: str, follow_last: bool = True) -> list[str]:
+        """The components of `path` after resolving `..` and symlinks inside the root."""
+        pending = deque(workspace_relative(path).parts)
+        resolved: list[str] = []
+        links = 0
+        while pending:
+            part = pending.popleft()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not resolved:
+                    raise PathEscape(f"{path}: '..' leaves the workspace")
+                resolved.pop()
+                continue
+            if not pending and not follow_last:
+                resolved.append(part)
+                break
+            with self._open_dir(resolved) as dir_fd:
+                try:
+                    info = os.stat(part, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    info = None
+                target = os.readlink(part, dir_fd=dir_fd) if info and stat.S_ISLNK(info.st_mode) else None
+            if info is None:
+                # Nothing below a missing component exists yet, so nothing there can be a link.
+                if ".." in pending:
+                    raise PathEscape(f"{path}: '..' after the missing {'/'.join([*resolved, part])}")
+                resolved.extend([part, *(p for p in pending if p not in ("", "."))])
+                break
+            if target is None:
+                resolved.append(part)
+                continue
+            links += 1
+            if links > MAX_SYMLINKS:
+                raise PathEscape(f"{path}: too many levels of symbolic links")
+            if target.startswith("/"):
+                if not (target == WORKSPACE_MOUNT or target.startswith(WORKSPACE_MOUNT + "/")):
+                    link = "/".join([*resolved, part])
+                    raise PathEscape(f"{path}: symlink {link} -> {target} points outside the workspace")
+                resolved = []
+                pending.extendleft(reversed(workspace_relative(target).parts))
+            else:
+                pending.extendleft(reversed(PurePosixPath(target).parts))
+        return resolved
+
+    @contextlib.contextmanager
+    def _open_dir(self, parts: list[str], create: bool = False) -> Iterator[int]:
+        """A descriptor of the directory `parts` (created when asked), no symlink followed."""
+        fd = os.open(self.root, os.O_DIRECTORY | os.O_RDONLY)
+        try:
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nxt = os.open(part, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise NotADirectoryError(f"{'/'.join(parts)}: not a directory") from None
+                    raise
+                os.close(fd)
+                fd = nxt
+            yield fd
+        finally:
+            os.close(fd)
+
+    # ----------------------------------------------------------------- operations
+
+    def read_bytes(self, path: str) -> bytes:
+        parts = self._resolve(path)
+        if not parts:
+            raise IsADirectoryError(f"{path}: is the workspace directory")
+        with self._open_dir(parts[:-1]) as dir_fd:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    raise IsADirectoryError(f"{path}: not a regular file")
+                return handle.read()
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file, creating parent directories; a symlink at the path is refused."""
+        parts = self._resolve(path, follow_last=False)
+        if not parts:
+            raise IsADirectoryError(f"{path}: is the workspace directory")
+        with self._open_dir(parts[:-1], create=True) as dir_fd:
+            try:
+                fd = os.open(
+                    parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd
+                )
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise PathEscape(f"{path}: is a symlink; refusing to write through it") from None
+                raise
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+
+    def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def delete(self, path: str) -> None:
+        """Remove a file or symlink (not a directory)."""
+        parts = self._resolve(path, follow_last=False)
+        if not parts:
+            raise IsADirectoryError(f"{path}: is the workspace directory")
+        with self._open_dir(parts[:-1]) as dir_fd:
+            info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(f"{path}: is a directory")
+            os.unlink(parts[-1], dir_fd=dir_fd)
+
+    def exists(self, path: str) -> bool:
+        try:
+            parts = self._resolve(path)
+            with self._open_dir(parts[:-1]) as dir_fd:
+                if parts:
+                    os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            with self._open_dir(self._resolve(path)):
+                return True
+        except (FileNotFoundError, NotADirectoryError, PathEscape):
+            return False
+
+    def list_dir(self, path: str = ".") -> list[Entry]:
+        parts = self._resolve(path)
+        with self._open_dir(parts) as dir_fd:
+            entries = []
+            for name in sorted(os.listdir(dir_fd)):
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                entries.append(Entry(name=name, kind=_kind(info.st_mode), size=info.st_size))
+            return entries
+
+    def walk_files(self, path: str = ".") -> Iterator[str]:
+        """Relative paths of every regular file under `path` (symlinks not followed), sorted."""
+        parts = self._resolve(path)
+        with self._open_dir(parts) as dir_fd:
+            prefix = "/".join(parts)
+            for top, dirs, files, _ in os.fwalk(".", dir_fd=dir_fd):
+                dirs.sort()
+                base = top.removeprefix("./").removeprefix(".")
+                for name in sorted(files):
+                    rel = f"{base}/{name}" if base else name
+                    yield f"{prefix}/{rel}" if prefix else rel
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]:
+        """Files matching a glob (`*`, `?`, `[...]`, `**` for any depth), relative to the root."""
+        regex = glob_to_regex(str(workspace_relative(pattern)))
+        matches = []
+        for file in self.walk_files(path):
+            # A pattern without a slash matches a file name at any depth, as ripgrep's globs do.
+            if regex.fullmatch(file) or ("/" not in pattern and regex.fullmatch(file.rsplit("/", 1)[-1])):
+                matches.append(file)
+        return matches
+
+
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """A compiled regex for a path glob: `**/` any directories, `*` within one name."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(pattern[i]))
+                i += 1
+            else:
+                body = pattern[i + 1 : end].replace("\\", "\\\\")
+                out.append(f"[{'^' + body[1:] if body.startswith('!') else body}]")
+                i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))

@@ -1,0 +1,132 @@
+"""The bubblewrap command line of a sandboxed command: namespaces, read-only system, scrubbed env.
+
+Every command runs in new user, pid, network, ipc, uts and cgroup namespaces (`--unshare-all`,
+so no network at all: only a loopback device with nothing listening), as an unprivileged
+user inside, with the system directories bound read-only, a private `/tmp`, `/proc` and `/dev`
+of its own, the workspace read-write at `/workspace`, and an environment reduced to a known
+set. `--die-with-parent` and a pid namespace mean that killing the command's outer process
+kills everything it started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from overture.sandbox.errors import SandboxUnavailable
+from overture.sandbox.files import WORKSPACE_MOUNT
+
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+SYSTEM_DIRS = ("/usr", "/etc/alternatives", "/etc/ssl", "/etc/ld.so.cache", "/etc/localtime")
+USR_MERGED_LINKS = ("bin", "sbin", "lib", "lib64", "lib32")
+INSTALL_HINT = "install it with: apt-get install bubblewrap (Debian/Ubuntu) or your distribution's package"
+
+
+def require_tools(isolation: str = "bwrap") -> dict[str, str]:
+    """Paths of the programs the sandbox needs; a clear error naming what is missing."""
+    names = ("bwrap", "unshare", "nsenter", "prlimit") if isolation == "bwrap" else ("prlimit",)
+    found = {name: shutil.which(name) for name in names}
+    missing = [name for name, path in found.items() if path is None]
+    if missing:
+        hint = INSTALL_HINT if "bwrap" in missing else "install util-linux"
+        raise SandboxUnavailable(f"{', '.join(missing)} not found on PATH; {hint}")
+    return found  # type: ignore[return-value]
+
+
+def python_dirs() -> list[str]:
+    """The running interpreter's prefixes, so commands can run the same Python and its packages."""
+    return sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)})
+
+
+def sandbox_env(python_env: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command (nothing is inherited from the host)."""
+    path = "/usr/local/bin:/usr/bin:/bin"
+    if python_env:
+        path = f"{os.path.realpath(sys.prefix)}/bin:{path}"
+    env = {
+        "PATH": path,
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "USER": "agent",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def etc_files(state_dir: Path) -> Path:
+    """A minimal /etc/passwd, /etc/group and /etc/hosts for the sandbox user, written once."""
+    etc = state_dir / "etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    files = {
+        "passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{SANDBOX_UID}:{SANDBOX_GID}:agent:/tmp:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nagent:x:{SANDBOX_GID}:\nnogroup:x:65534:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+        "hostname": "sandbox\n",
+    }
+    for name, text in files.items():
+        if not (etc / name).exists():
+            (etc / name).write_text(text)
+    return etc
+
+
+def bwrap_args(
+    bwrap: str,
+    workspace: str,
+    etc: Path,
+    env: dict[str, str],
+    extra_ro: list[str],
+    workdir: str = WORKSPACE_MOUNT,
+) -> list[str]:
+    """The bwrap invocation (up to and including `--`) for one command over `workspace`."""
+    args = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_GID),
+        "--hostname",
+        "sandbox",
+    ]
+    for path in SYSTEM_DIRS:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for name in USR_MERGED_LINKS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{name}"]
+    for name in ("passwd", "group", "hosts", "hostname"):
+        args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    for path in extra_ro:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        workspace,
+        WORKSPACE_MOUNT,
+        "--chdir",
+        workdir,
+    ]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return [*args, "--"]

@@ -1,0 +1,219 @@
+"""The sandbox pool: a bound on live sandboxes, FIFO admission for bursts, pre-warmed spares.
+
+`async with pool.sandbox(base) as sb:` waits its turn (first come, first served) while
+`max_live` sandboxes are alive, starts one (or takes a pre-warmed spare of the same base whose
+namespace is still alive; a dead one is discarded and replaced), and closes it on exit, killing
+whatever is left. Closing the pool closes every sandbox and fails the waiters. Counters: started,
+failed, released, replaced, queue wait and start latency percentiles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from overture.config import SandboxConfig
+from overture.sandbox.errors import PoolClosed, PoolFull, SandboxError
+from overture.sandbox.isolation import etc_files, require_tools
+from overture.sandbox.limits import CgroupLimits, Limits, orphaned
+from overture.sandbox.sandbox import Sandbox
+from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_base, remove_tree
+
+log = logging.getLogger(__name__)
+
+
+STATE_PREFIX = "overture-sandboxes-"  # + the owner's pid + "-" + a random suffix
+
+
+def default_state_root() -> str:
+    """Where writable layers live unless configured: memory-backed /dev/shm when usable (creating
+    and removing the layers' directories there measured about twice as fast as on an ext4 /tmp,
+    which is most of a sandbox's start-up), else the system's temporary directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+def remove_orphaned_state(root: Path) -> None:
+    """Remove state directories that pools of processes no longer alive left behind (killed owners)."""
+    for stale in root.glob(f"{STATE_PREFIX}*"):
+        if orphaned(stale.name, STATE_PREFIX):
+            log.info("removing %s, left by a pool whose process is gone", stale)
+            remove_tree(stale)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
+class SandboxPool:
+    """Creates, bounds and cleans up sandboxes for any number of base directories."""
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        if self.config.isolation == "none":
+            log.warning("SANDBOX ISOLATION IS OFF (isolation = 'none'): commands run unconfined on the host")
+        self._tools = require_tools(self.config.isolation)
+        state_root = Path(self.config.state_dir or default_state_root())
+        remove_orphaned_state(state_root)
+        self._state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-", dir=state_root))
+        self._etc = etc_files(self._state)
+        self._cgroups = CgroupLimits() if self.config.isolation != "none" else None
+        self._limits = Limits.from_config(self.config)
+        self._live: set[Sandbox] = set()
+        self._spares: dict[Path, list[Sandbox]] = collections.defaultdict(list)
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._slots = self.config.max_live
+        self._closed = False
+        self._warming: set[asyncio.Task] = set()
+        self.counters = {"started": 0, "failed": 0, "released": 0, "replaced": 0}
+        self.queue_waits: list[float] = []
+        self.start_latencies: list[float] = []
+
+    # ----------------------------------------------------------------- admission (FIFO)
+
+    async def _acquire_slot(self) -> None:
+        if self._closed:
+            raise PoolClosed("the sandbox pool is closed")
+        if self._slots > 0 and not self._waiters:
+            self._slots -= 1
+            return
+        if len(self._waiters) >= self.config.max_queue:
+            raise PoolFull(f"{len(self._waiters)} requests already wait for a sandbox (sandbox.max_queue)")
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the releaser hands its slot over directly
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release_slot()  # got the slot but will not use it
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def _release_slot(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._slots += 1
+
+    # ----------------------------------------------------------------- sandboxes
+
+    async def _start(self, base: Path) -> Sandbox:
+        name = uuid.uuid4().hex[:12]
+        state = self._state / name
+        if self.config.isolation == "none":
+            workspace: OverlayWorkspace | CopyWorkspace = CopyWorkspace(base, state)
+        else:
+            workspace = OverlayWorkspace(base, state, self._tools["unshare"], self._tools["nsenter"])
+        cgroups = self._cgroups.create(name, self._limits) if self._cgroups else []
+        try:
+            await workspace.start()
+        except BaseException:
+            self.counters["failed"] += 1
+            await workspace.destroy()
+            raise
+        self.counters["started"] += 1
+        return Sandbox(workspace, self.config, self._tools, self._etc, cgroups)
+
+    async def _take(self, base: Path) -> Sandbox:
+        spares = self._spares.get(base, [])
+        while spares:
+            spare = spares.pop()
+            if spare.alive:
+                return spare
+            self.counters["replaced"] += 1
+            await spare.close()
+        return await self._start(base)
+
+    def _warm(self, base: Path) -> None:
+        missing = self.config.prewarm - len(self._spares[base])
+        for _ in range(max(0, missing)):
+            task = asyncio.create_task(self._add_spare(base))
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
+
+    async def _add_spare(self, base: Path) -> None:
+        try:
+            spare = await self._start(base)
+        except SandboxError as exc:
+            log.warning("pre-warming a sandbox of %s failed: %s", base, exc)
+            return
+        if self._closed:
+            await spare.close()
+        else:
+            self._spares[base].append(spare)
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, base_dir: str | Path) -> AsyncIterator[Sandbox]:
+        """A sandbox over `base_dir` for the duration of the block; closed (and cleaned) after."""
+        base = check_base(Path(base_dir))
+        queued = time.monotonic()
+        await self._acquire_slot()
+        self.queue_waits.append(time.monotonic() - queued)
+        try:
+            started = time.monotonic()
+            box = await self._take(base)
+            self.start_latencies.append(time.monotonic() - started)
+        except BaseException:
+            self._release_slot()
+            raise
+        self._live.add(box)
+        if self.config.prewarm:
+            self._warm(base)
+        try:
+            yield box
+        finally:
+            self._live.discard(box)
+            await box.close()
+            self.counters["released"] += 1
+            self._release_slot()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def live(self) -> int:
+        return len(self._live)
+
+    def stats(self) -> dict:
+        return {
+            **self.counters,
+            "live": self.live,
+            "waiting": len(self._waiters),
+            "queue_wait_p50_s": percentile(self.queue_waits, 50),
+            "queue_wait_p99_s": percentile(self.queue_waits, 99),
+            "start_latency_p50_s": percentile(self.start_latencies, 50),
+            "start_latency_p99_s": percentile(self.start_latencies, 99),
+        }
+
+    async def close(self) -> None:
+        """Close every sandbox (live and spare), fail the waiters, remove the state directory."""
+        self._closed = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(PoolClosed("the sandbox pool was closed while waiting"))
+        self._waiters.clear()
+        for task in list(self._warming):
+            task.cancel()
+        boxes = [*self._live, *(s for spares in self._spares.values() for s in spares)]
+        self._spares.clear()
+        await asyncio.gather(*(box.close() for box in boxes), return_exceptions=True)
+        await asyncio.to_thread(remove_tree, self._state)
+
+    async def __aenter__(self) -> SandboxPool:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

@@ -1,0 +1,174 @@
+"""The sandbox pool: bounded, first come first served, pre-warmed, and leaving nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import make_base
+from test_sandbox_security import host_processes_with
+
+from overture.config import SandboxConfig
+from overture.sandbox import PoolClosed, PoolFull, SandboxPool, SandboxUnavailable
+from overture.sandbox.pool import default_state_root
+
+
+@pytest.fixture
+def base(tmp_path):
+    return make_base(tmp_path)
+
+
+def run_jobs(base, max_live: int, jobs: int):
+    """Start `jobs` sandbox users in order; return the order they got in, peak live, stats."""
+    order, peak = [], []
+
+    async def job(pool, i):
+        async with pool.sandbox(base) as sb:
+            order.append(i)
+            peak.append(pool.live)
+            await sb.exec("sleep 0.05")
+
+    async def main():
+        async with SandboxPool(SandboxConfig(max_live=max_live)) as pool:
+            tasks = []
+            for i in range(jobs):
+                tasks.append(asyncio.create_task(job(pool, i)))
+                await asyncio.sleep(0)  # enqueue in order
+            await asyncio.gather(*tasks)
+            return pool.stats()
+
+    stats = asyncio.run(main())
+    return order, max(peak), stats
+
+
+def test_live_sandboxes_stay_within_the_bound(base):
+    order, peak, stats = run_jobs(base, max_live=2, jobs=8)
+    assert sorted(order) == list(range(8))
+    assert peak == 2
+    assert stats["started"] == 8 and stats["released"] == 8 and stats["live"] == 0
+    assert stats["queue_wait_p99_s"] > 0.05
+
+
+def test_admission_is_first_come_first_served(base):
+    order, peak, _ = run_jobs(base, max_live=1, jobs=6)
+    assert order == list(range(6)) and peak == 1
+
+
+def test_a_full_queue_refuses_with_a_clear_error(base):
+    async def main():
+        async with SandboxPool(SandboxConfig(max_live=1, max_queue=1)) as pool:
+
+            async def hold():
+                async with pool.sandbox(base):
+                    await asyncio.sleep(0.3)
+
+            first = asyncio.create_task(hold())
+            await asyncio.sleep(0.1)
+            second = asyncio.create_task(hold())
+            await asyncio.sleep(0.05)
+            with pytest.raises(PoolFull, match="max_queue"):
+                async with pool.sandbox(base):
+                    pass
+            await asyncio.gather(first, second)
+
+    asyncio.run(main())
+
+
+def test_closing_the_pool_fails_waiters_and_kills_everything(base):
+    marker = f"pool-close-{time.time_ns()}"
+
+    async def main():
+        pool = SandboxPool(SandboxConfig(max_live=1))
+
+        async def long_command():
+            async with pool.sandbox(base) as sb:
+                await sb.exec(["bash", "-c", f"exec -a {marker} sleep 60"], timeout=60)
+
+        async def waiter():
+            async with pool.sandbox(base):
+                pass
+
+        running = asyncio.create_task(long_command())
+        await asyncio.sleep(0.3)
+        waiting = asyncio.create_task(waiter())
+        await asyncio.sleep(0.05)
+        await pool.close()
+        with pytest.raises(PoolClosed):
+            await waiting
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        return pool
+
+    pool = asyncio.run(main())
+    time.sleep(0.2)
+    assert host_processes_with(marker) == []
+    assert not pool._state.exists()
+
+
+def test_dead_spare_is_replaced(base):
+    async def main():
+        async with SandboxPool(SandboxConfig(prewarm=1)) as pool:
+            async with pool.sandbox(base):
+                pass
+            await asyncio.sleep(0.3)  # let the spare start
+            spare = pool._spares[base.resolve()][0]
+            os.kill(spare.workspace.holder_pid, signal.SIGKILL)
+            await asyncio.sleep(0.1)
+            async with pool.sandbox(base) as sb:
+                result = await sb.exec("echo alive")
+            return result.stdout, pool.stats()
+
+    out, stats = asyncio.run(main())
+    assert out == "alive\n"
+    assert stats["replaced"] == 1
+
+
+def test_nothing_outlives_a_killed_owner(base, tmp_path):
+    marker = f"owner-killed-{time.time_ns()}"
+    script = tmp_path / "owner.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import asyncio, sys
+        from overture.sandbox import SandboxPool
+
+        async def main():
+            async with SandboxPool() as pool, pool.sandbox({str(base)!r}) as sb:
+                print("running", flush=True)
+                await sb.exec(["bash", "-c", "exec -a {marker} sleep 120"], timeout=120)
+
+        asyncio.run(main())
+    """)
+    )
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
+    assert owner.stdout.readline() == b"running\n"
+    deadline = time.time() + 5
+    while not host_processes_with(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(marker), "the sandboxed command never started"
+    assert host_processes_with(f"overture-holder {base.resolve()}")
+    owner.kill()
+    owner.wait()
+    deadline = time.time() + 5
+    holder = f"overture-holder {base.resolve()}"
+    while (host_processes_with(marker) or host_processes_with(holder)) and time.time() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(marker) == []
+    assert host_processes_with(holder) == []  # the namespace holder went with its owner
+    # What the killed pool left on disk (its state directory) is swept by the next pool.
+    left = list(Path(default_state_root()).glob(f"overture-sandboxes-{owner.pid}-*"))
+    assert left
+    asyncio.run(SandboxPool().close())
+    assert not any(p.exists() for p in left)
+
+
+def test_without_bubblewrap_the_pool_refuses_to_start(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH on which no bwrap can be found
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        SandboxPool()
