@@ -1,4 +1,36 @@
-"""Layer 5: training — optimizer and schedule, run directories, and the language-model warm-up.
+"""Layer 5: training — advantages, the RL objective, micro-batching, the trainer, checkpoints,
+SFT, and the language-model warm-up.
 
-The RL pieces (advantages, losses, buffer, trainer, orchestrator) land here next.
+Importing this package is cheap: names are loaded from their modules on first use, so that
+`import overture.rl` does not pull in torch until something needs it.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "compute_advantages": "overture.rl.advantages",
+    "zero_signal_groups": "overture.rl.advantages",
+    "PolicyLossInputs": "overture.rl.losses",
+    "policy_loss": "overture.rl.losses",
+    "Trajectory": "overture.rl.samples",
+    "TrainingSample": "overture.rl.samples",
+    "samples_from_trajectories": "overture.rl.samples",
+    "Trainer": "overture.rl.trainer",
+    "save_checkpoint": "overture.rl.checkpoints",
+    "load_checkpoint": "overture.rl.checkpoints",
+    "latest_checkpoint": "overture.rl.checkpoints",
+    "TrainingCheckpointError": "overture.rl.checkpoints",
+    "sft": "overture.rl.sft",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'overture.rl' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -1,7 +1,9 @@
-"""Optimizer and learning-rate schedule shared by every trainer: AdamW, linear warmup, cosine decay."""
+"""Optimizer and learning-rate schedule shared by every trainer: AdamW, linear warmup, cosine decay,
+and float32 master weights for low-precision models."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -39,3 +41,27 @@ def learning_rate(step: int, training: TrainingConfig) -> float:
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+class MasterWeights:
+    """float32 master copies of a low-precision model's parameters.
+
+    The optimizer steps the copies; gradients are moved onto them before the step and the
+    updated values copied back (rounded) after it, so small updates accumulate in float32
+    instead of vanishing in bfloat16.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.module = copy.deepcopy(model).float()
+        self._pairs = list(zip(model.parameters(), self.module.parameters(), strict=True))
+
+    def gradients_to_master(self) -> None:
+        for low, master in self._pairs:
+            master.grad = None if low.grad is None else low.grad.float()
+            low.grad = None
+
+    @torch.no_grad()
+    def master_to_model(self) -> None:
+        for low, master in self._pairs:
+            low.copy_(master)

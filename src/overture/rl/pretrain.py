@@ -19,9 +19,10 @@ import torch.nn.functional as F
 from overture.config import RunConfig
 from overture.model import Transformer, load_pretrained, save_pretrained
 from overture.rl.devices import resolve_device
-from overture.rl.optim import build_optimizer, learning_rate, set_learning_rate
 from overture.rl.run_dir import RunDir
-from overture.text import Tokenizer, builtin_corpus_texts, train_default_tokenizer
+from overture.rl.setup import build_model, load_tokenizer
+from overture.rl.trainer import Trainer
+from overture.text import Tokenizer, builtin_corpus_texts
 
 SAMPLE_PROMPT = "def "
 
@@ -82,25 +83,6 @@ def greedy_continuation(model: Transformer, tokenizer: Tokenizer, prompt: str, n
     return tokenizer.decode(ids)
 
 
-def load_tokenizer(config: RunConfig) -> Tokenizer:
-    if config.tokenizer.path:
-        return Tokenizer.from_dir(config.tokenizer.path)
-    return train_default_tokenizer(config.tokenizer.vocab_size)
-
-
-def build_model(config: RunConfig, tokenizer: Tokenizer, device: torch.device) -> Transformer:
-    dtype = getattr(torch, config.training.dtype)
-    if config.model.path:
-        model = load_pretrained(config.model.path, dtype=dtype)
-    else:
-        model = Transformer(config.model).to(dtype)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise ValueError(
-            f"tokenizer has {tokenizer.vocab_size} tokens but model.vocab_size is {model.config.vocab_size}"
-        )
-    return model.to(device)
-
-
 def expert_load_cv(tokens_per_expert: torch.Tensor) -> float:
     """Coefficient of variation of per-expert load, averaged over MoE layers (0 = balanced)."""
     if tokens_per_expert.numel() == 0:
@@ -124,7 +106,7 @@ def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], N
         f"run {run.path}: {model.num_parameters():,} parameters ({model.num_parameters(active=True):,} "
         f"active per token), {len(data.train):,} training tokens, vocab {tokenizer.vocab_size}, {device}"
     )
-    optimizer = build_optimizer(model, training)
+    trainer = Trainer(model, config, kl_reference=False)
     generator = torch.Generator().manual_seed(config.seed)
     initial_val = held_out_loss(model, data.val, training.seq_len, device)
     run.log(0, val_loss=initial_val)
@@ -132,24 +114,20 @@ def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], N
 
     window_start, window_tokens = time.time(), 0
     for step in range(1, training.steps + 1):
-        set_learning_rate(optimizer, learning_rate(step, training))
         inputs, targets = random_windows(data.train, training.batch_size, training.seq_len, generator)
         out = model(inputs.to(device))
         ce = F.cross_entropy(out.logits.flatten(0, 1).float(), targets.to(device).flatten())
         loss = ce + model.config.router_aux_loss_coef * out.aux_loss
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), training.grad_clip).item()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        model.update_balance_bias()
+        update = trainer.optimizer_step()
         window_tokens += inputs.numel()
         if step % training.log_every == 0 or step == training.steps:
             elapsed = time.time() - window_start
             metrics = dict(
                 loss=ce.item(),
                 aux_loss=out.aux_loss.item(),
-                lr=optimizer.param_groups[0]["lr"],
-                grad_norm=grad_norm,
+                lr=update["lr"],
+                grad_norm=update["grad_norm"],
                 tokens_per_s=window_tokens / elapsed,
                 expert_load_cv=expert_load_cv(out.tokens_per_expert),
             )

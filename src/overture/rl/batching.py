@@ -1,0 +1,183 @@
+"""Micro-batches: training samples laid out as model inputs and per-position training targets.
+
+Each sample of L tokens contributes L - 1 positions: inputs `token_ids[:-1]`, targets
+`token_ids[1:]` (position t predicts token t + 1), and the target token's loss mask,
+behavior logprob, version, advantage and aggregation weight.
+
+Two layouts:
+
+- **packed** (default): samples are bin-packed (first-fit decreasing) into rows as long as
+  the longest sample, and rows are grouped into micro-batches of at most `token_budget`
+  positions. Positions restart at 0 for every sample and a block-diagonal causal mask keeps
+  attention inside each sample, so a packed sample sees exactly what it would see alone.
+  Padding is left only at the ends of rows the packing could not fill.
+- **padded**: samples in their given order, one per row, as many rows per micro-batch as fit
+  the budget when each is padded to the longest; the baseline `benchmarks/trainer.py`
+  compares against.
+
+Rows no longer than the longest sample keep attention, which is quadratic in the row length
+(the mask is dense), no more expensive than for that sample alone. A sample longer than the
+budget gets a micro-batch of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from overture.rl.samples import TrainingSample
+
+PAD_SEQUENCE = -1
+
+
+@dataclass
+class MicroBatch:
+    """B×T model inputs plus per-position targets; `sequence_ids` is -1 on padding."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    attention_mask: torch.Tensor | None
+    targets: torch.Tensor
+    trained: torch.Tensor  # bool: the loss sees this position
+    behavior_logprobs: torch.Tensor
+    versions: torch.Tensor
+    advantages: torch.Tensor
+    weights: torch.Tensor
+    sequence_ids: torch.Tensor  # index of the sample in the step's sample list
+
+    def to(self, device: torch.device) -> MicroBatch:
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return MicroBatch(**{k: v.to(device) if v is not None else None for k, v in moved.items()})
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (non-padding) positions."""
+        return int((self.sequence_ids != PAD_SEQUENCE).sum())
+
+    @property
+    def num_positions(self) -> int:
+        """Positions the model computes, padding included."""
+        return self.input_ids.numel()
+
+    def trained_values(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` (B×T, aligned with this batch) at the trained positions, flattened."""
+        return tensor[self.trained]
+
+
+def pack_indices(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """First-fit decreasing: sample indices grouped into bins of at most `token_budget` positions."""
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        size = lengths[index]
+        slot = next((b for b, free in enumerate(room) if free >= size), None)
+        if slot is None:
+            bins.append([index])
+            room.append(token_budget - size)
+        else:
+            bins[slot].append(index)
+            room[slot] -= size
+    return bins
+
+
+def pad_indices(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Samples in order, grouped while (rows × longest row) stays within `token_budget`."""
+    groups: list[list[int]] = []
+    longest = 0
+    for index, size in enumerate(lengths):
+        if groups and (len(groups[-1]) + 1) * max(longest, size) <= token_budget:
+            groups[-1].append(index)
+            longest = max(longest, size)
+        else:
+            groups.append([index])
+            longest = size
+    return groups
+
+
+def _positions_of(sample: TrainingSample, index: int, weight: float) -> dict[str, list]:
+    """The per-position lists of one sample (L - 1 positions)."""
+    length = len(sample.token_ids) - 1
+    behavior = sample.behavior_logprobs or [0.0] * (length + 1)
+    versions = sample.versions or [-1] * (length + 1)
+    return {
+        "input_ids": sample.token_ids[:-1],
+        "positions": list(range(length)),
+        "targets": sample.token_ids[1:],
+        "trained": [bool(m) for m in sample.loss_mask[1:]],
+        "behavior_logprobs": behavior[1:],
+        "versions": versions[1:],
+        "advantages": [sample.advantage] * length,
+        "weights": [weight] * length,
+        "sequence_ids": [index] * length,
+    }
+
+
+_PADDING = {
+    "input_ids": 0,
+    "positions": 0,
+    "targets": 0,
+    "trained": False,
+    "behavior_logprobs": 0.0,
+    "versions": -1,
+    "advantages": 0.0,
+    "weights": 0.0,
+    "sequence_ids": PAD_SEQUENCE,
+}
+_DTYPES = {
+    "input_ids": torch.long,
+    "positions": torch.long,
+    "targets": torch.long,
+    "trained": torch.bool,
+    "versions": torch.long,
+    "sequence_ids": torch.long,
+}
+
+
+def block_causal_mask(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """B×1×T×T: position i may attend to j iff j <= i and both belong to the same sequence."""
+    same = sequence_ids[:, :, None] == sequence_ids[:, None, :]
+    length = sequence_ids.shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=sequence_ids.device).tril()
+    return (same & causal)[:, None]
+
+
+def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
+    width = max(len(row["input_ids"]) for row in rows)
+    tensors = {}
+    for key, pad in _PADDING.items():
+        data = [row[key] + [pad] * (width - len(row[key])) for row in rows]
+        tensors[key] = torch.tensor(data, dtype=_DTYPES.get(key, torch.float32))
+    # A single sample per row needs no mask: plain causal attention is already right, and
+    # padding sits after the real tokens where nothing real attends to it.
+    several = packed and any(len(set(row["sequence_ids"])) > 1 for row in rows)
+    mask = block_causal_mask(tensors["sequence_ids"]) if several else None
+    return MicroBatch(attention_mask=mask, **tensors)
+
+
+def _concatenate(parts: list[dict[str, list]]) -> dict[str, list]:
+    return {key: [value for part in parts for value in part[key]] for key in parts[0]}
+
+
+def build_micro_batches(
+    samples: Sequence[TrainingSample],
+    weights: Sequence[float],
+    token_budget: int,
+    packing: bool = True,
+) -> list[MicroBatch]:
+    """Lay out `samples` (with per-sample aggregation weights) as micro-batches."""
+    if len(weights) != len(samples):
+        raise ValueError(f"got {len(weights)} aggregation weights for {len(samples)} samples")
+    if not samples:
+        return []
+    parts = [_positions_of(s, i, w) for i, (s, w) in enumerate(zip(samples, weights, strict=True))]
+    lengths = [len(part["input_ids"]) for part in parts]
+    if not packing:
+        return [_collate([parts[i] for i in group], False) for group in pad_indices(lengths, token_budget)]
+    # Rows as long as the longest sample: every sample fits one, and attention (quadratic in
+    # the row) costs no more than that sample alone would; the budget sets rows per micro-batch.
+    row_tokens = max(lengths)
+    rows = [_concatenate([parts[i] for i in row]) for row in pack_indices(lengths, row_tokens)]
+    per_batch = max(1, token_budget // row_tokens)
+    return [_collate(rows[i : i + per_batch], True) for i in range(0, len(rows), per_batch)]
