@@ -1,0 +1,264 @@
+"""Rollout engine against Hugging Face `transformers` `generate()` on the same weights.
+
+A tiny Qwen3-MoE (about 6M parameters) is built with random weights, written with
+`overture.model.save_pretrained`, and loaded both by `overture.engine.Engine.from_pretrained` and
+by `transformers.AutoModelForCausalLM`. Both sample (temperature 1, top-p 1) the same number of
+new tokens from the same prompts, with stopping disabled. Figures: decode tokens/s at several
+batch sizes, prefill tokens/s, time for `abort("all")` to return with 32 requests running, and
+memory (KV pool, peak resident set).
+
+Usage: python benchmarks/engine.py [--batches 1,8,32,64] [--new-tokens 64] [--prompt-len 32]
+Prints a human summary, then one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import tempfile
+import time
+
+import torch
+
+from overture.config import ModelConfig
+from overture.engine import Engine
+from overture.model import Transformer, save_pretrained
+
+BENCH_MODEL = ModelConfig(
+    vocab_size=4096,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    num_experts=8,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+    max_position_embeddings=2048,
+)
+
+
+def timed(fn) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds of one call of `fn`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compare(ours, theirs, repeats: int) -> dict[str, float]:
+    """Best wall and CPU seconds of each side over `repeats` interleaved runs after a warm-up of each.
+
+    Interleaving and taking the fastest run keep a burst of load from other processes (the machine
+    may be shared) from landing on one side only. CPU seconds count only this process's work, so
+    they are steadier than wall seconds under contention.
+    """
+    ours(), theirs()
+    best = {"ours_wall": 1e9, "ours_cpu": 1e9, "theirs_wall": 1e9, "theirs_cpu": 1e9}
+    for _ in range(repeats):
+        for side, fn in (("ours", ours), ("theirs", theirs)):
+            wall, cpu = timed(fn)
+            best[f"{side}_wall"] = min(best[f"{side}_wall"], wall)
+            best[f"{side}_cpu"] = min(best[f"{side}_cpu"], cpu)
+    return best
+
+
+def prompts_for(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (batch, length), generator=gen).tolist()
+
+
+def hf_generate(hf_model, prompts: list[list[int]], new_tokens: int):
+    ids = torch.tensor(prompts)
+    mask = torch.ones_like(ids)
+
+    def run():
+        with torch.inference_mode():
+            hf_model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=0,
+            )
+
+    return run
+
+
+def engine_generate(engine: Engine, prompts: list[list[int]], new_tokens: int):
+    def run():
+        out = engine.generate(prompts, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, seed=0)
+        assert all(len(c.token_ids) == new_tokens for c in out)
+
+    return run
+
+
+def rates(best: dict[str, float], tokens: int, theirs: str) -> dict[str, float]:
+    """Tokens per wall second and per CPU second of each side, and the speed-ups."""
+    return {
+        "engine_tokens_per_s": tokens / best["ours_wall"],
+        f"{theirs}_tokens_per_s": tokens / best["theirs_wall"],
+        "speedup": best["theirs_wall"] / best["ours_wall"],
+        "engine_tokens_per_cpu_s": tokens / best["ours_cpu"],
+        f"{theirs}_tokens_per_cpu_s": tokens / best["theirs_cpu"],
+        "speedup_cpu": best["theirs_cpu"] / best["ours_cpu"],
+    }
+
+
+def decode_figures(engine, hf_model, batches, prompt_len, new_tokens, repeats) -> list[dict]:
+    rows = []
+    for batch in batches:
+        prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size)
+        best = compare(
+            engine_generate(engine, prompts, new_tokens), hf_generate(hf_model, prompts, new_tokens), repeats
+        )
+        rows.append({"batch": batch, **rates(best, batch * new_tokens, "hf_generate")})
+        row = rows[-1]
+        print(
+            f"batch {batch:3d}: engine {row['engine_tokens_per_s']:8,.0f} tok/s, generate() "
+            f"{row['hf_generate_tokens_per_s']:8,.0f} tok/s ({row['speedup']:.2f}x wall, "
+            f"{row['speedup_cpu']:.2f}x CPU time)"
+        )
+    return rows
+
+
+def model_floor(model: Transformer, batches: list[int], repeats: int) -> list[dict]:
+    """Tokens/s of the bare model on one token per sequence (no cache, no attention to a past):
+    a ceiling for any decoder built from these modules, to read the decode figures against."""
+    rows = []
+    for batch in batches:
+        # Distinct tokens, so that the routers spread them over the experts as real decoding does.
+        ids = torch.randint(3, BENCH_MODEL.vocab_size, (batch, 1), generator=torch.Generator().manual_seed(3))
+
+        def forward(ids=ids):
+            with torch.inference_mode():
+                model(ids)
+
+        forward()
+        seconds = min(timed(forward)[1] for _ in range(max(repeats, 20)))
+        rows.append({"batch": batch, "tokens_per_cpu_s": batch / seconds})
+    return rows
+
+
+def prefill_figures(engine, hf_model, batch: int, length: int, repeats: int) -> dict:
+    """Prompt tokens/s: the engine's prefill (one new token each) against one HF forward."""
+    prompts = prompts_for(batch, length, BENCH_MODEL.vocab_size, seed=1)
+    ids = torch.tensor(prompts)
+
+    def hf_forward():
+        with torch.inference_mode():
+            hf_model(input_ids=ids)
+
+    best = compare(engine_generate(engine, prompts, 1), hf_forward, repeats)
+    return {"batch": batch, "prompt_len": length, **rates(best, batch * length, "hf_forward")}
+
+
+def abort_seconds(engine: Engine, batch: int, prompt_len: int, trials: int = 5) -> dict:
+    """Wall time of `abort("all")` with `batch` requests decoding, against one decode step."""
+    prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size, seed=2)
+    samples, partial_tokens = [], 0
+    for trial in range(trials):
+        handles = [
+            engine.submit(p, max_new_tokens=1000, temperature=1.0, seed=trial * batch + i)
+            for i, p in enumerate(prompts)
+        ]
+        while engine.stats()["running"] < batch:
+            time.sleep(0.001)
+        time.sleep(0.1)
+        start = time.perf_counter()
+        partial = engine.abort("all")
+        samples.append(time.perf_counter() - start)
+        assert all(h.result().finish_reason == "abort" for h in handles)
+        partial_tokens = sum(len(c.token_ids) for c in partial)
+    return {
+        "batch": batch,
+        "abort_seconds_median": sorted(samples)[len(samples) // 2],
+        "abort_seconds_max": max(samples),
+        "decode_step_seconds": _decode_step_seconds(engine, prompts),
+        "partial_tokens_last_trial": partial_tokens,
+    }
+
+
+def _decode_step_seconds(engine: Engine, prompts: list[list[int]]) -> float:
+    start = time.perf_counter()
+    engine.generate(prompts, max_new_tokens=33, temperature=1.0, seed=0)
+    with_decode = time.perf_counter() - start
+    start = time.perf_counter()
+    engine.generate(prompts, max_new_tokens=1, temperature=1.0, seed=0)
+    return (with_decode - (time.perf_counter() - start)) / 32
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="1,8,32,64")
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = Transformer(BENCH_MODEL)
+    with tempfile.TemporaryDirectory() as directory:
+        save_pretrained(model, directory)
+        hf_model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(args.device).eval()
+        engine = Engine.from_pretrained(
+            directory, device=args.device, max_batch_size=64, kv_cache_tokens=16384
+        )
+    batches = [int(b) for b in args.batches.split(",")]
+    try:
+        decode = decode_figures(engine, hf_model, batches, args.prompt_len, args.new_tokens, args.repeats)
+        prefill = prefill_figures(engine, hf_model, 16, 256, args.repeats)
+        floor = model_floor(engine.model, batches, args.repeats)
+        abort = abort_seconds(engine, 32, args.prompt_len)
+        stats = engine.stats()
+    finally:
+        engine.close()
+    pool_tokens = (stats["kv_blocks_total"] + 1) * engine.config.kv_block_size
+    kv_bytes_per_token = stats["kv_cache_bytes"] / pool_tokens
+    result = {
+        "benchmark": "engine",
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "device": args.device,
+            "load_average_1min": os.getloadavg()[0],
+        },
+        "model": {
+            "parameters": model.num_parameters(),
+            "active_parameters": model.num_parameters(active=True),
+        },
+        "prompt_len": args.prompt_len,
+        "new_tokens": args.new_tokens,
+        "decode": decode,
+        "bare_model_one_token_forward": floor,
+        "prefill": prefill,
+        "abort": abort,
+        "memory": {
+            "kv_cache_bytes": stats["kv_cache_bytes"],
+            "kv_bytes_per_token": kv_bytes_per_token,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        },
+    }
+    print(
+        f"prefill: engine {prefill['engine_tokens_per_s']:,.0f} tok/s, "
+        f"HF forward {prefill['hf_forward_tokens_per_s']:,.0f} tok/s ({prefill['speedup']:.2f}x); "
+        f"abort with {abort['batch']} running: {abort['abort_seconds_median'] * 1e3:.1f} ms median, "
+        f"{abort['abort_seconds_max'] * 1e3:.1f} ms max "
+        f"(one decode step {abort['decode_step_seconds'] * 1e3:.1f} ms)"
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

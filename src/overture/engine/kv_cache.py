@@ -1,0 +1,127 @@
+"""The paged KV cache: fixed-size blocks from one pool, shared between sequences by reference count.
+
+Every layer's keys and values live in one tensor of `num_blocks × block_size × kv_heads × head_dim`.
+A sequence owns a list of block ids (its block table); token at position p sits in block
+`table[p // block_size]`, slot `p % block_size`. Memory is therefore bounded by the tokens in
+flight, not by batch × longest context. Samples of one prompt point at the same full prompt
+blocks (reference counted); the partly filled last block is copied for each, so a sequence
+only ever writes into blocks it alone holds.
+
+Block 0 is a scratch block that is never handed out: padding tokens write there and padded
+block-table entries point there, where the attention mask hides them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SCRATCH_BLOCK = 0
+
+
+class OutOfBlocks(RuntimeError):
+    """The pool has fewer free blocks than asked for."""
+
+
+class BlockPool:
+    """Free list and reference counts of the cache's blocks."""
+
+    def __init__(self, num_blocks: int) -> None:
+        if num_blocks < 2:
+            raise ValueError(f"a KV pool needs at least 2 blocks (one is scratch), got {num_blocks}")
+        self.num_blocks = num_blocks
+        self._refs = [0] * num_blocks
+        # Popping from the end hands out low ids first, which keeps early runs easy to read.
+        self._free = list(range(num_blocks - 1, SCRATCH_BLOCK, -1))
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def capacity(self) -> int:
+        """Blocks that can ever be handed out (all but the scratch block)."""
+        return self.num_blocks - 1
+
+    def allocate(self, count: int = 1) -> list[int]:
+        if count > len(self._free):
+            raise OutOfBlocks(f"asked for {count} KV blocks, {len(self._free)} free")
+        blocks = [self._free.pop() for _ in range(count)]
+        for block in blocks:
+            self._refs[block] = 1
+        return blocks
+
+    def share(self, blocks: list[int]) -> None:
+        """Another sequence now also holds `blocks`."""
+        for block in blocks:
+            self._refs[block] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        for block in blocks:
+            self._refs[block] -= 1
+            if self._refs[block] == 0:
+                self._free.append(block)
+            elif self._refs[block] < 0:
+                raise RuntimeError(f"KV block {block} released more often than held")
+
+    def refcount(self, block: int) -> int:
+        return self._refs[block]
+
+
+class PagedKVCache:
+    """Per-layer key and value storage addressed by block tables."""
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_blocks: int,
+        block_size: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.block_size = block_size
+        shape = (num_blocks, block_size, kv_heads, head_dim)
+        # Zeros, not empty: masked-out slots still enter the attention product, and NaN garbage
+        # times a zero weight would still be NaN.
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.pool = BlockPool(num_blocks)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store k, v (N×kv_heads×head_dim) at flat slot indices `slots` (N)."""
+        self.keys[layer].view(-1, *k.shape[1:])[slots] = k
+        self.values[layer].view(-1, *v.shape[1:])[slots] = v
+
+    def gather(self, layer: int, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the sequences whose block tables are the rows of `tables` (B×n),
+        in position order, as B×kv_heads×(n·block_size)×head_dim."""
+        return self._gather_one(self.keys[layer], tables), self._gather_one(self.values[layer], tables)
+
+    @staticmethod
+    def _gather_one(store: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+        # index_select over whole blocks viewed as rows copies each block in one piece; plain
+        # advanced indexing with a 2-D index was several times slower on CPU.
+        batch, width = tables.shape
+        rows = store.view(store.shape[0], -1).index_select(0, tables.reshape(-1))
+        return rows.view(batch, width * store.shape[1], *store.shape[2:]).transpose(1, 2)
+
+    def copy_block(self, src: int, dst: int) -> None:
+        for tensor in self.keys + self.values:
+            tensor[dst].copy_(tensor[src])
+
+
+def slot_indices(tables: list[list[int]], positions: list[list[int]], block_size: int) -> list[int]:
+    """Flat cache slots of `positions[i]` for the sequence with block table `tables[i]`."""
+    return [
+        table[p // block_size] * block_size + p % block_size
+        for table, row in zip(tables, positions, strict=True)
+        for p in row
+    ]

@@ -1,0 +1,84 @@
+"""The model's forward pass with the paged KV cache between attention's `project` and `attend`.
+
+Everything but the cache is the model's own modules: embeddings, norms, rotary tables, q/k/v
+projection, attention, dense MLP or MoE block, LM head. Two entry points:
+
+- `prefill`: whole token lists (right-padded into one batch), causal attention over the batch's
+  own keys, which are also written into each sequence's blocks; returns the logits of each row's
+  last real token. Because attention here is the model's plain causal attention, prefill
+  computes exactly what a training forward computes.
+- `decode`: one new token per sequence; its keys/values are written, then the query attends to
+  every cached key of its sequence through a boolean mask (position ≤ the token's own).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from overture.engine.kv_cache import SCRATCH_BLOCK, PagedKVCache, slot_indices
+from overture.model import Transformer
+
+
+class PagedForward:
+    """Runs `model` over token batches, reading and writing `cache`."""
+
+    def __init__(self, model: Transformer, cache: PagedKVCache) -> None:
+        self.model = model
+        self.cache = cache
+        self.device = model.embed_tokens.weight.device
+
+    def _tensor(self, data: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
+        return torch.tensor(data, dtype=dtype, device=self.device)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.lm_head(self.model.norm(x)).float()
+
+    @torch.inference_mode()
+    def prefill(self, tokens: list[list[int]], tables: list[list[int]]) -> torch.Tensor:
+        """Fill the cache for each token list (positions 0..n-1); B×V logits of its last token."""
+        lengths = [len(row) for row in tokens]
+        width = max(lengths)
+        block = self.cache.block_size
+        ids = self._tensor([row + [0] * (width - len(row)) for row in tokens])
+        # Padding positions write to the scratch block, which no sequence reads.
+        slots: list[int] = []
+        for table, n in zip(tables, lengths, strict=True):
+            slots += slot_indices([table], [range(n)], block) + [SCRATCH_BLOCK * block] * (width - n)
+        slots_t = self._tensor(slots)
+        positions = torch.arange(width, device=self.device).expand(len(tokens), width)
+        x = self.model.embed_tokens(ids)
+        cos, sin = self.model.rotary(positions, x.dtype)
+        for index, layer in enumerate(self.model.layers):
+            attn = layer.self_attn
+            q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
+            self.cache.write(index, slots_t, k.transpose(1, 2).flatten(0, 1), v.transpose(1, 2).flatten(0, 1))
+            # Right padding: a real query's causal window holds only real keys.
+            x = x + attn.attend(q, k, v)
+            x, _ = layer.feed_forward(x)
+        last = self._tensor([n - 1 for n in lengths])
+        return self._logits(x[torch.arange(len(tokens), device=self.device), last])
+
+    @torch.inference_mode()
+    def decode(self, tokens: list[int], positions: list[int], tables: list[list[int]]) -> torch.Tensor:
+        """One step: token i at `positions[i]` of the sequence with block table `tables[i]`; B×V logits."""
+        width = max(len(t) for t in tables)
+        padded = self._tensor([t + [SCRATCH_BLOCK] * (width - len(t)) for t in tables])
+        slots = self._tensor(slot_indices(tables, [[p] for p in positions], self.cache.block_size))
+        return self._decode_tensors(self._tensor(tokens), self._tensor(positions), padded, slots)
+
+    def _decode_tensors(
+        self, tokens: torch.Tensor, pos: torch.Tensor, tables: torch.Tensor, slots: torch.Tensor
+    ) -> torch.Tensor:
+        block = self.cache.block_size
+        key_positions = torch.arange(tables.shape[1] * block, device=self.device)
+        mask = (key_positions[None, :] <= pos[:, None])[:, None, None, :]
+        x = self.model.embed_tokens(tokens[:, None])
+        cos, sin = self.model.rotary(pos[:, None], x.dtype)
+        for index, layer in enumerate(self.model.layers):
+            attn = layer.self_attn
+            q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
+            self.cache.write(index, slots, k[:, :, 0], v[:, :, 0])
+            keys, values = self.cache.gather(index, tables)
+            x = x + attn.attend(q, keys, values, mask)
+            x, _ = layer.feed_forward(x)
+        return self._logits(x[:, 0])

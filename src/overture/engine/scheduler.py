@@ -1,0 +1,209 @@
+"""Continuous batching: which requests run each step, their KV blocks, and when they finish.
+
+Every `step` (1) admits waiting requests while the batch, the KV pool and the prefill budget
+allow, prefilling them together (requests admitted together with identical tokens share one
+prefill row and its full blocks), (2) runs one decode step for every running request, and
+(3) retires the requests that finished. When the pool cannot give a running request the block
+its next token needs, the most recently admitted request is preempted: its blocks are freed and
+it goes back to the head of the queue, to be re-prefilled (prompt + tokens so far) later.
+
+The scheduler is single-threaded: only the engine's step thread calls it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from overture.config import EngineConfig
+from overture.engine.kv_cache import PagedKVCache
+from overture.engine.paged_forward import PagedForward
+from overture.engine.params import Completion
+from overture.engine.sampling import BatchSampling, sample
+from overture.engine.sequence import Sequence
+
+
+class Scheduler:
+    def __init__(
+        self,
+        forward: PagedForward,
+        cache: PagedKVCache,
+        config: EngineConfig,
+        max_model_len: int,
+        decode_text: Callable[[list[int]], str] | None = None,
+    ) -> None:
+        self.forward = forward
+        self.cache = cache
+        self.config = config
+        self.max_model_len = max_model_len
+        self.decode_text = decode_text
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.steps = 0  # steps run so far
+        self.peak_blocks_used = 0
+        self.preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ------------------------------------------------------------------ control
+
+    def abort(self, request_ids: Iterable[int] | None) -> list[Completion]:
+        """Remove the named requests (all when None) wherever they are; their partial outputs."""
+        wanted = None if request_ids is None else set(request_ids)
+        aborted = []
+        for queue in (self.running, self.waiting):
+            keep = []
+            for seq in queue:
+                if wanted is None or seq.request_id in wanted:
+                    aborted.append(self._retire(seq, "abort"))
+                else:
+                    keep.append(seq)
+            queue.clear()
+            queue.extend(keep)
+        return aborted
+
+    def fail_all(self, error: BaseException) -> None:
+        """After an internal error: fail every request and give back every block."""
+        for seq in [*self.running, *self.waiting]:
+            self._release(seq)
+            if not seq.future.done():
+                seq.future.set_exception(error)
+        self.running.clear()
+        self.waiting.clear()
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self, version: int) -> None:
+        admitted = self._admit()
+        if admitted:
+            self._prefill(admitted, version)
+        self._retire_finished()
+        if self.running:
+            self._decode(version)
+            self._note_blocks_used()
+            self._retire_finished()
+        self.steps += 1
+
+    def _note_blocks_used(self) -> None:
+        pool = self.cache.pool
+        self.peak_blocks_used = max(self.peak_blocks_used, pool.capacity - pool.num_free)
+
+    def _admit(self) -> list[list[Sequence]]:
+        """Move waiting requests into the batch; groups of requests that share one prefill row."""
+        groups: dict[tuple[int, ...], list[Sequence]] = {}
+        free = self.cache.pool.num_free
+        prefill_tokens = 0
+        block = self.cache.block_size
+        while self.waiting and len(self.running) < self.config.max_batch_size:
+            seq = self.waiting[0]
+            key = tuple(seq.tokens()) if self.config.prefix_sharing else (seq.request_id, *seq.tokens())
+            follower = key in groups  # same tokens as a request admitted earlier in this step
+            # Room for the tokens and the next one; a follower only needs its own copy of the
+            # partly filled last block.
+            need = (1 if len(seq) % block else 0) if follower else self.cache.blocks_for(len(seq) + 1)
+            new_tokens = 0 if follower else len(seq)
+            over_budget = prefill_tokens and prefill_tokens + new_tokens > self.config.max_prefill_tokens
+            if need > free or over_budget:
+                break
+            self.waiting.popleft()
+            free -= need
+            prefill_tokens += new_tokens
+            groups.setdefault(key, []).append(seq)
+            self.running.append(seq)
+        return list(groups.values())
+
+    def _prefill(self, groups: list[list[Sequence]], version: int) -> None:
+        pool, block = self.cache.pool, self.cache.block_size
+        leaders = [group[0] for group in groups]
+        for seq in leaders:
+            seq.blocks = pool.allocate(self.cache.blocks_for(len(seq)))
+        logits = self.forward.prefill([seq.tokens() for seq in leaders], [seq.blocks for seq in leaders])
+        rows, members = [], []
+        for row, group in enumerate(groups):
+            leader = group[0]
+            full = len(leader) // block
+            for seq in group:
+                if seq is not leader:
+                    seq.blocks = leader.blocks[:full]
+                    pool.share(seq.blocks)
+                    if len(leader) % block:
+                        (own,) = pool.allocate(1)
+                        self.cache.copy_block(leader.blocks[full], own)
+                        seq.blocks.append(own)
+                seq.cached = len(seq)
+                rows.append(row)
+                members.append(seq)
+        self._sample_into(members, logits[rows] if len(rows) != len(groups) else logits, version)
+
+    def _decode(self, version: int) -> None:
+        self._reserve_next_slots()
+        batch = list(self.running)
+        if not batch:
+            return
+        logits = self.forward.decode(
+            [seq.generated[-1] for seq in batch],
+            [seq.cached for seq in batch],
+            [seq.blocks for seq in batch],
+        )
+        for seq in batch:
+            seq.cached += 1
+        self._sample_into(batch, logits, version)
+
+    def _reserve_next_slots(self) -> None:
+        """Give every running request a block for its next token, preempting when the pool is dry."""
+        block = self.cache.block_size
+        for seq in list(self.running):
+            if seq not in self.running or seq.cached < len(seq.blocks) * block:
+                continue
+            while self.cache.pool.num_free == 0:
+                victim = self.running[-1]
+                self._preempt(victim)
+                if victim is seq:
+                    break
+            if seq in self.running:
+                seq.blocks += self.cache.pool.allocate(1)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.preemptions += 1
+        self.running.remove(seq)
+        self._release(seq)
+        self.waiting.appendleft(seq)
+
+    def _sample_into(self, batch: list[Sequence], logits, version: int) -> None:
+        settings = BatchSampling(
+            temperatures=[s.params.temperature for s in batch],
+            top_ks=[s.params.top_k for s in batch],
+            top_ps=[s.params.top_p for s in batch],
+            uniforms=[s.uniform() for s in batch],
+        )
+        tokens, logprobs = sample(logits, settings)
+        for seq, token, logprob in zip(batch, tokens, logprobs, strict=True):
+            seq.append(token, logprob, version)
+
+    # ------------------------------------------------------------------ finishing
+
+    def _retire_finished(self) -> None:
+        still = []
+        for seq in self.running:
+            reason = seq.finish_reason(self.max_model_len, self.decode_text)
+            if reason is None:
+                still.append(seq)
+            else:
+                self._retire(seq, reason)
+        self.running = still
+
+    def _retire(self, seq: Sequence, reason) -> Completion:
+        self._release(seq)
+        completion = seq.completion(reason)
+        if not seq.future.done():
+            seq.future.set_result(completion)
+        return completion
+
+    def _release(self, seq: Sequence) -> None:
+        self.cache.pool.release(seq.blocks)
+        seq.blocks = []
+        seq.cached = 0
