@@ -43,6 +43,9 @@ train: deps
 
 bench: deps
 	$(PY) benchmarks/model_forward.py
+	$(PY) benchmarks/trainer.py
+	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/sandbox.py
 
 lint: deps
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import resource
@@ -118,7 +119,7 @@ def main() -> None:
     packed, padded = run_child(args, True), run_child(args, False)
     summary = {
         "benchmark": "trainer",
-        "config": str(args.config),
+        "config": os.path.relpath(args.config, REPO),
         "sequences_per_step": args.sequences,
         "lengths": [args.shortest, args.longest],
         "budget": args.budget,
