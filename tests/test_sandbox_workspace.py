@@ -145,6 +145,18 @@ def test_parallel_commands_in_one_sandbox_run_concurrently(base):
     assert elapsed < 0.95  # concurrent, and the fast one did not kill the slow one
 
 
+def test_read_only_extra_paths_under_tmp_stay_visible(base, tmp_path):
+    # A Python environment (or any extra path) under /tmp must not vanish under the private /tmp.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "note.txt").write_text("shared\n")
+    result = in_sandbox(
+        base, lambda sb: sb.exec(f"cat {tools}/note.txt; touch {tools}/x"), extra_ro_paths=[str(tools)]
+    )
+    assert result.stdout == "shared\n"
+    assert "Read-only file system" in result.stderr
+
+
 def test_missing_workdir_is_a_clear_error(base):
     from overture.sandbox import SandboxError
 

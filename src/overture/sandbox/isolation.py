@@ -111,16 +111,13 @@ def bwrap_args(
             args += ["--ro-bind", str(host), f"/{name}"]
     for name in ("passwd", "group", "hosts", "hostname"):
         args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    # /proc, /dev and the private /tmp first: binds below may land inside them (a Python
+    # environment under /tmp must not be hidden by the tmpfs mounted over it afterwards).
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in extra_ro:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
     args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
         "--bind",
         workspace,
         WORKSPACE_MOUNT,
