@@ -9,6 +9,7 @@ from overture.config.loading import (
     validate_config,
 )
 from overture.config.schema import (
+    AgentConfig,
     EngineConfig,
     ModelConfig,
     RLConfig,
@@ -22,6 +23,7 @@ from overture.config.schema import (
 )
 
 __all__ = [
+    "AgentConfig",
     "ConfigError",
     "EngineConfig",
     "ModelConfig",

@@ -55,6 +55,11 @@ class ModelConfig(Section):
     )
     balance_bias_rate: float = Field(1e-3, ge=0)
     experts_impl: Literal["auto", "grouped", "loop"] = "auto"
+    precision: Literal["fp32", "bf16", "mxfp8"] = Field(
+        "fp32",
+        description="GEMM precision of attention/MLP/expert projections, forward and backward "
+        "(overture.mx); embeddings, norms, router, softmax and LM head stay high precision",
+    )
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelConfig:
@@ -193,6 +198,9 @@ class EngineConfig(Section):
     prefix_sharing: bool = Field(
         True, description="requests admitted together with the same prompt share its prefill and KV blocks"
     )
+    precision: Literal["fp32", "bf16", "mxfp8"] | None = Field(
+        None, description="GEMM precision to serve in; unset = the model's own (model.precision)"
+    )
 
 
 class SandboxConfig(Section):
@@ -228,6 +236,33 @@ class TasksConfig(Section):
     max_turns: int = Field(8, gt=0)
 
 
+class AgentConfig(Section):
+    """The agent harness: episode limits, tool caps and the code search backend."""
+
+    max_turns: int = Field(30, gt=0, description="assistant turns before an episode is truncated")
+    context_tokens: int = Field(32_768, gt=0, description="conversation length before truncation")
+    max_new_tokens: int = Field(2048, gt=0, description="tokens one assistant turn may generate")
+    tool_response_tokens: int = Field(
+        2048, gt=0, description="tokens of one tool response; longer ones are cut with a note"
+    )
+    wall_clock_s: float = Field(1800.0, gt=0, description="wall-clock limit of one episode")
+    read_file_max_lines: int = Field(250, gt=0, description="lines one read_file call returns at most")
+    max_line_chars: int = Field(2000, gt=0, description="characters of one line shown by read_file/grep")
+    list_dir_max_entries: int = Field(500, gt=0)
+    glob_max_results: int = Field(200, gt=0)
+    grep_head_limit: int = Field(200, gt=0, description="grep output lines when the call gives no head_limit")
+    command_timeout_s: float = Field(
+        60.0, gt=0, description="run_terminal_cmd timeout when the call gives none (also its maximum x 10)"
+    )
+    search_backend: Literal["auto", "embedding", "bm25"] = Field(
+        "auto", description="codebase_search: 'auto' uses embeddings when installed, BM25 otherwise"
+    )
+    search_results: int = Field(5, gt=0, description="chunks one codebase_search returns")
+    search_cache_dir: str | None = Field(
+        None, description="where chunk embeddings persist between runs; unset = the user cache, '' = nowhere"
+    )
+
+
 class RuntimeConfig(Section):
     """Where components run: one process by default, Ray when asked."""
 
@@ -252,3 +287,4 @@ class RunConfig(Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
