@@ -80,6 +80,9 @@ class Engine:
         self.config = EngineConfig(**{**base, **options})
         # Eval mode: in training mode the routers would keep counting expert load for balancing.
         self.model = model.eval()
+        if self.config.precision is not None:
+            # The served weights are not converted: the GEMMs quantize them as training does.
+            model.set_precision(self.config.precision)
         self.tokenizer = tokenizer
         self.vocab_size = model.config.vocab_size
         self.cache = _build_cache(model, self.config)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from overture.config import ModelConfig
-from overture.model.layers import RMSNorm, apply_rotary
+from overture.model.layers import PrecisionLinear, RMSNorm, apply_rotary
 
 
 class Attention(nn.Module):
@@ -23,10 +23,10 @@ class Attention(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         bias = config.attention_bias
-        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_proj = PrecisionLinear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = PrecisionLinear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = PrecisionLinear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = PrecisionLinear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 

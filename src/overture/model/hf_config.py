@@ -45,6 +45,9 @@ class HFConfigError(ValueError):
     """A config.json this model cannot follow (unsupported or missing key); the message names the key."""
 
 
+# overture's GEMM precision (overture.mx); absent from other checkpoints, which are then fp32.
+PRECISION_KEY = "overture_precision"
+
 _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 _REQUIRED_MOE = ("num_experts_per_tok", "moe_intermediate_size")
 
@@ -84,6 +87,7 @@ def model_config_from_hf(hf: dict[str, Any]) -> ModelConfig:
     fields.setdefault("num_key_value_heads", hf["num_attention_heads"])
     fields["rope_theta"] = _rope_theta(hf)
     fields["head_dim"] = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+    fields["precision"] = hf.get(PRECISION_KEY, "fp32")
     if model_type == "qwen3_moe":
         fields.update({key: hf[key] for key in _MOE_KEYS if hf.get(key) is not None})
         fields["num_experts"] = hf.get("num_experts", hf.get("num_local_experts"))
@@ -113,6 +117,7 @@ def model_config_to_hf(config: ModelConfig, dtype: str) -> dict[str, Any]:
         "use_cache": True,
         "dtype": dtype,
         "torch_dtype": dtype,
+        PRECISION_KEY: config.precision,
     }
     if moe:
         hf.update({key: getattr(config, key) for key in _MOE_KEYS})

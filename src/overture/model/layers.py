@@ -1,10 +1,13 @@
-"""Building blocks of the decoder: RMSNorm, rotary position embeddings, and the SwiGLU MLP."""
+"""Building blocks of the decoder: RMSNorm, rotary position embeddings, the projection layer whose
+GEMMs follow the model's precision, and the SwiGLU MLP."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from overture import mx
 
 
 class RMSNorm(nn.Module):
@@ -51,14 +54,28 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + _rotate_half(x) * sin
 
 
+class PrecisionLinear(nn.Linear):
+    """`nn.Linear` whose three GEMMs (forward, input and weight gradients) run in `precision`.
+
+    The weight stays in the model's dtype (float32 masters); "mxfp8" quantizes it, the input and
+    the gradients on the fly in the orientation each GEMM needs (`overture.mx.linear`), so training
+    and serving see the same quantized weights. Set by `Transformer.set_precision`.
+    """
+
+    precision: mx.Precision = "fp32"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return mx.linear(x, self.weight, self.bias, self.precision)
+
+
 class SwiGLU(nn.Module):
     """The gated MLP of dense layers and of the shared expert: down(silu(gate(x)) * up(x))."""
 
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.gate_proj = PrecisionLinear(dim, hidden, bias=False)
+        self.up_proj = PrecisionLinear(dim, hidden, bias=False)
+        self.down_proj = PrecisionLinear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

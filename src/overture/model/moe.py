@@ -8,7 +8,9 @@ the load the router saw since its last update (`Router.update_bias`).
 
 Experts run as grouped GEMMs: the token-expert pairs are sorted by expert, and each projection
 is one `torch._grouped_mm` over the groups where that kernel runs, or a loop of per-expert
-matmuls otherwise. Both give the same result.
+matmuls otherwise. Both give the same result. Under a low precision ("bf16", "mxfp8") the
+projections go through `overture.mx.grouped_linear`, which quantizes each GEMM's operands in the
+orientation it contracts (the weight gradient's per expert, over that expert's tokens).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from overture import mx
 from overture.config import ModelConfig
 from overture.model.layers import SwiGLU
 
@@ -112,6 +115,7 @@ class GroupedExperts(nn.Module):
         experts, dim, hidden = config.num_experts, config.hidden_size, config.moe_intermediate_size
         self.num_experts = experts
         self.impl = config.experts_impl
+        self.precision: mx.Precision = config.precision
         self.gate_proj = nn.Parameter(torch.empty(experts, hidden, dim))
         self.up_proj = nn.Parameter(torch.empty(experts, hidden, dim))
         self.down_proj = nn.Parameter(torch.empty(experts, dim, hidden))
@@ -127,6 +131,11 @@ class GroupedExperts(nn.Module):
             )
         return supported
 
+    def _project(self, rows: torch.Tensor, weight: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        if self.precision == "fp32":
+            return expert_matmul(rows, weight, counts, self.use_grouped(rows))
+        return mx.grouped_linear(rows, weight, counts, self.precision)
+
     def forward(self, x: torch.Tensor, route: RouterOutput) -> torch.Tensor:
         """x: N×D tokens; returns N×D, each token the gate-weighted sum of its experts' outputs."""
         top_k = route.indices.shape[-1]
@@ -134,12 +143,11 @@ class GroupedExperts(nn.Module):
         order = torch.argsort(flat, stable=True)
         token_of_slot = order // top_k
         counts = torch.bincount(flat, minlength=self.num_experts)
-        grouped = self.use_grouped(x)
         rows = x[token_of_slot]
-        hidden = F.silu(expert_matmul(rows, self.gate_proj, counts, grouped)) * expert_matmul(
-            rows, self.up_proj, counts, grouped
+        hidden = F.silu(self._project(rows, self.gate_proj, counts)) * self._project(
+            rows, self.up_proj, counts
         )
-        out = expert_matmul(hidden, self.down_proj, counts, grouped)
+        out = self._project(hidden, self.down_proj, counts)
         out = out * route.weights.reshape(-1)[order, None]
         return torch.zeros_like(x).index_add_(0, token_of_slot, out)
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from overture import mx
 from overture.config import ModelConfig
 from overture.model.attention import Attention
-from overture.model.layers import RMSNorm, RotaryEmbedding, SwiGLU
+from overture.model.layers import PrecisionLinear, RMSNorm, RotaryEmbedding, SwiGLU
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
 
 
@@ -67,6 +68,19 @@ class Transformer(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
         self.reset_parameters()
+        self.set_precision(config.precision)
+
+    def set_precision(self, precision: mx.Precision) -> None:
+        """GEMM precision of every attention, MLP and expert projection ("fp32", "bf16", "mxfp8").
+
+        Embeddings, norms, router, attention softmax and LM head are not affected (they stay in
+        the model's dtype); the weights themselves are unchanged, only how the GEMMs see them.
+        Recorded in `config.precision`, so `save_pretrained` writes it into the checkpoint.
+        """
+        self.config.precision = precision
+        for module in self.modules():
+            if isinstance(module, PrecisionLinear | GroupedExperts):
+                module.precision = precision
 
     def reset_buffers(self) -> None:
         """Recreate the buffers that are not saved (rotary tables, router load counters), on the

@@ -1,0 +1,135 @@
+"""MX speed on this machine: quantization throughput next to torchao's `to_mx`, and the step time of
+the tiny policy with its GEMMs emulated in MXFP8 against plain fp32.
+
+Quantization throughput counts the bytes a quantizer must move: the input read plus the FP8
+elements and E8M0 scales written, divided by the median time of `--repeats` calls. `overture`
+is measured with blocks along the last dim (rows) and along dim 0 (the transposed orientation of
+the backward pass); torchao's reference quantizer, when installed, on the same tensor in the
+same process. The step time is one forward + backward + AdamW step of the model of `--config` on
+random tokens. No GPU figures: the device kernels do not exist yet (`"gpu": null`). Prints one
+JSON object on its last line.
+
+    .venv/bin/python benchmarks/mx.py [--rows 4096] [--cols 4096] [--config configs/sft_tiny.toml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from overture.config import load_config
+from overture.model import Transformer
+from overture.mx import quantize_mx, quantize_mx_dim
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def bytes_moved(x: torch.Tensor, block_size: int = 32) -> int:
+    """Input read + one byte per element + one byte per block of scales written."""
+    return x.numel() * x.element_size() + x.numel() + x.numel() // block_size
+
+
+def torchao_quantizer(scaling: str) -> Callable[[torch.Tensor], object] | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torchao.prototype.mx_formats.config import ScaleCalculationMode
+            from torchao.prototype.mx_formats.mx_tensor import to_mx
+    except ImportError:
+        return None
+    mode = ScaleCalculationMode.FLOOR if scaling == "floor" else ScaleCalculationMode.RCEIL
+    return lambda x: to_mx(x, torch.float8_e4m3fn, 32, scaling_mode=mode)
+
+
+def quantize_throughput(args: argparse.Namespace) -> dict:
+    """GB/s per quantizer, dtype and scale rule on a rows × cols tensor."""
+    results: dict[str, dict] = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(args.rows, args.cols).to(dtype)
+        moved = bytes_moved(x)
+        for scaling in ("floor", "rceil"):
+            candidates = {
+                "overture_rows": lambda x=x, s=scaling: quantize_mx(x, scaling=s),
+                "overture_dim0": lambda x=x, s=scaling: quantize_mx_dim(x, 0, scaling=s),
+            }
+            reference = torchao_quantizer(scaling)
+            if reference is not None:
+                candidates["torchao_to_mx"] = lambda x=x, q=reference: q(x)
+            key = f"{str(dtype).removeprefix('torch.')}_{scaling}"
+            results[key] = {
+                name: round(moved / median_seconds(fn, args.repeats) / 1e9, 3)
+                for name, fn in candidates.items()
+            }
+    return results
+
+
+def step_seconds(args: argparse.Namespace, precision: str) -> float:
+    """Median forward + backward + AdamW step of the config's model with GEMMs in `precision`."""
+    config = load_config(args.config, [f"model.precision={precision}"])
+    torch.manual_seed(0)
+    model = Transformer(config.model).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = torch.randint(0, config.model.vocab_size, (args.batch, args.seq_len + 1))
+
+    def step() -> None:
+        logits = model(tokens[:, :-1]).logits
+        F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return median_seconds(step, args.steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--cols", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--config", default=str(REPO / "configs" / "sft_tiny.toml"))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    fp32, mxfp8 = step_seconds(args, "fp32"), step_seconds(args, "mxfp8")
+    summary = {
+        "benchmark": "mx",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "quantize_shape": [args.rows, args.cols],
+        "quantize_gb_per_s": quantize_throughput(args),
+        "train_step": {
+            "config": os.path.relpath(args.config, REPO),
+            "tokens": args.batch * args.seq_len,
+            "fp32_seconds": round(fp32, 4),
+            "mxfp8_emulated_seconds": round(mxfp8, 4),
+            "mxfp8_over_fp32": round(mxfp8 / fp32, 2),
+        },
+        "gpu": None,
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
