@@ -22,6 +22,8 @@ config_app = typer.Typer(no_args_is_help=True, help="Inspect run configurations.
 app.add_typer(config_app, name="config")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in isolated, copy-on-write sandboxes.")
 app.add_typer(sandbox_app, name="sandbox")
+tools_app = typer.Typer(no_args_is_help=True, help="Run the agent's tools, as an episode would.")
+app.add_typer(tools_app, name="tools")
 console = Console(stderr=True)
 
 ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
@@ -141,6 +143,80 @@ def sandbox_run(
             return result
 
     typer.echo(json.dumps(asyncio.run(run())))
+
+
+@tools_app.command("run")
+@reports_errors
+def tools_run(
+    workspace: Annotated[Path, typer.Option(help="directory the sandbox starts from (never modified)")],
+    calls: Annotated[str, typer.Option(help="file holding an assistant turn's text with tool calls, or -")],
+    config: Annotated[Path | None, typer.Option(help="TOML run configuration ([sandbox], [agent])")] = None,
+    set_: Overrides = None,
+    tokenizer: Annotated[
+        Path | None, typer.Option(help="tokenizer directory for the response cap (default: overture's)")
+    ] = None,
+    diff: Annotated[bool, typer.Option(help="include the workspace diff in the result")] = False,
+) -> None:
+    """Execute one assistant turn's tool calls in a sandbox over DIR; print responses and timings as JSON."""
+    import asyncio
+    import sys
+
+    from overture.cli.agent_run import load_tokenizer, run_tool_calls
+
+    text = sys.stdin.read() if calls == "-" else _read_text(Path(calls), "--calls")
+    run_config = load_config(config, set_ or [])
+    result = asyncio.run(run_tool_calls(workspace, text, run_config, load_tokenizer(tokenizer), diff))
+    typer.echo(json.dumps(result))
+
+
+@app.command()
+@reports_errors
+def agent(
+    instruction: Annotated[str, typer.Argument(help="the task, in words")],
+    repo: Annotated[Path, typer.Option(help="repository to work on (changed only with --apply)")],
+    model: Annotated[Path | None, typer.Option(help="checkpoint directory (with tokenizer.json)")] = None,
+    script: Annotated[
+        Path | None, typer.Option(help="instead of a model: a JSON list of assistant turns to play")
+    ] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help="tokenizer directory, if not the model's")] = None,
+    apply: Annotated[bool, typer.Option(help="write the final diff back to the repository")] = False,
+    out: Annotated[Path | None, typer.Option(help="write the trajectory (JSON) to this file")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML run configuration")] = None,
+    set_: Overrides = None,
+) -> None:
+    """Run a model as a coding agent on a repository in a copy-on-write sandbox; print the diff."""
+    from overture.cli.agent_run import apply_diff, make_policy, run_episode_sync
+
+    if (model is None) == (script is None):
+        raise typer.BadParameter("give exactly one of --model DIR or --script FILE")
+    if not repo.is_dir():
+        raise typer.BadParameter(f"{repo}: not a directory", param_hint="--repo")
+    run_config = load_config(config, set_ or [])
+    try:
+        policy, tok = make_policy(model, script, tokenizer, run_config)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    echo = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    try:
+        trajectory, diff = run_episode_sync(repo, instruction, policy, tok, run_config, echo)
+    finally:
+        if hasattr(policy, "close"):
+            policy.close()
+    summary = {"status": trajectory.status, "reason": trajectory.status_reason, **trajectory.metrics}
+    echo(f"── episode {trajectory.status} ({trajectory.status_reason}): {json.dumps(summary)}")
+    if out is not None:
+        out.write_text(json.dumps(trajectory.to_dict()))
+    typer.echo(diff, nl=False)
+    if apply:
+        apply_diff(repo, diff)
+        echo(f"── applied the diff to {repo}" if diff else "── no changes to apply")
+
+
+def _read_text(path: Path, option: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise typer.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
 
 
 def main() -> None:  # pragma: no cover - console-script entry point

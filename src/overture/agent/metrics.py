@@ -1,0 +1,50 @@
+"""Behaviour metrics of one episode, from its turn records.
+
+What the seed system's policy learned and what we want to watch: calls per turn, how often a
+turn makes several calls at once, how much the agent reads and searches before its first edit,
+how often it writes an invalid call, and what the episode cost (turns, tokens, tool time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+READ_TOOLS = frozenset({"read_file", "list_dir", "glob_file_search", "grep", "codebase_search"})
+EDIT_TOOLS = frozenset({"search_replace", "write_file", "delete_file"})
+
+
+def behaviour_metrics(
+    turns: Sequence[dict[str, Any]], token_count: int, policy_tokens: int
+) -> dict[str, Any]:
+    """Metrics of an episode whose turn records (`TurnRecord.to_dict()`) are `turns`."""
+    calls_per_turn = [len(turn["calls"]) for turn in turns]
+    calls = [call for turn in turns for call in turn["calls"]]
+    invalid = sum(call["error"] in ("malformed", "arguments") for call in calls)
+    return {
+        "turns": len(turns),
+        "tool_calls": len(calls),
+        "tool_calls_per_turn": sum(calls_per_turn) / len(turns) if turns else 0.0,
+        "parallel_turn_share": sum(n >= 2 for n in calls_per_turn) / len(turns) if turns else 0.0,
+        "reads_before_first_edit": reads_before_first_edit(calls),
+        "edited": any(call["name"] in EDIT_TOOLS and not call["error"] for call in calls),
+        "invalid_calls": invalid,
+        "invalid_call_rate": invalid / len(calls) if calls else 0.0,
+        "tool_errors": sum(call["error"] == "tool" for call in calls),
+        "truncated_responses": sum(bool(call["truncated"]) for call in calls),
+        "tokens": token_count,
+        "policy_tokens": policy_tokens,
+        "tool_time_s": round(sum(call["duration_s"] for call in calls), 6),
+        "tool_wall_s": round(sum(turn["tool_wall_s"] for turn in turns), 6),
+        "generation_s": round(sum(turn["generation_s"] for turn in turns), 6),
+    }
+
+
+def reads_before_first_edit(calls: Sequence[dict[str, Any]]) -> int:
+    """Valid read/search calls before the first successful edit (all of them if none edits)."""
+    count = 0
+    for call in calls:
+        if call["name"] in EDIT_TOOLS and not call["error"]:
+            break
+        count += call["name"] in READ_TOOLS and call["error"] not in ("malformed", "arguments")
+    return count

