@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "overture needs Python >= 3.11"; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,search]'
 	touch $(STAMP)
 
 test: deps
@@ -46,6 +46,9 @@ bench: deps
 	$(PY) benchmarks/trainer.py
 	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/sandbox.py
+	$(PY) benchmarks/tools.py
+	$(PY) benchmarks/mx.py
+	$(PY) benchmarks/mx_parity.py
 
 lint: deps
 	$(VENV)/bin/ruff check .
