@@ -11,6 +11,7 @@ import pytest
 from sandbox_helpers import in_sandbox, make_base
 
 from overture.sandbox import PathEscape
+from overture.sandbox.limits import CgroupLimits
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,6 +116,10 @@ def test_fork_bomb_is_contained(base):
     assert os.system("true") == 0  # the host can still fork
 
 
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not CgroupLimits().available,
+    reason="as root only a pids cgroup bounds processes, and none can be created here",
+)
 def test_process_count_is_limited(base):
     spawn = (
         "import subprocess\nstarted = 0\nfor _ in range(200):\n    try:\n"
@@ -212,3 +217,51 @@ def test_environment_is_scrubbed(base, monkeypatch):
     result = in_sandbox(base, lambda sb: sb.exec("env"))
     assert "leak" not in result.stdout
     assert "PATH=" in result.stdout and "HOME=/tmp" in result.stdout
+
+
+def test_diff_never_follows_a_symlinked_directory_out_of_the_workspace(base, tmp_path):
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "core.py").write_text("HOST-SECRET\n")
+    diff = in_sandbox(base, lambda sb: _replace_with_link(sb, outside))
+    assert "HOST-SECRET" not in diff
+    assert "Symlink pkg changed" in diff and "--- a/pkg/core.py" in diff
+
+
+async def _replace_with_link(sb, target):
+    await sb.exec(f"rm -rf pkg && ln -s {target} pkg")
+    return sb.diff()
+
+
+def test_a_fifo_is_refused_not_waited_on(base):
+    async def body(sb):
+        await sb.exec("mkfifo pipe.py")
+        errors = []
+        for call in (lambda: sb.files.read_text("pipe.py"), lambda: sb.files.write_text("pipe.py", "x")):
+            try:
+                call()
+            except IsADirectoryError as exc:
+                errors.append(str(exc))
+        return errors
+
+    errors = in_sandbox(base, body)
+    assert len(errors) == 2 and all("not a regular file" in e for e in errors)
+
+
+def test_a_cancelled_command_is_killed(base):
+    import asyncio
+
+    marker = f"cancelled-{time.time_ns()}"
+
+    async def body(sb):
+        task = asyncio.create_task(sb.exec(["bash", "-c", f"exec -a {marker} sleep 60"], timeout=60))
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if host_processes_with(marker):
+                break
+        assert host_processes_with(marker), "the command never started"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return host_processes_with(marker)
+
+    assert in_sandbox(base, body) == []

@@ -1,7 +1,8 @@
 """Unified diffs of a workspace against its base, in the format `patch -p1` and `git apply` read.
 
-File contents are read without following symlinks, so a link the command created cannot pull
-a host file into the diff; a changed symlink is reported on a line of its own.
+File contents are read without following any symlink, at any depth of the path, so a link the
+command created cannot pull a host file into the diff; a changed symlink is reported on a line of
+its own.
 """
 
 from __future__ import annotations
@@ -9,24 +10,41 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
 
-def read_entry(path: Path) -> tuple[str, bytes | str | None]:
-    """("file", bytes) | ("symlink", target) | ("missing", None) | ("other", None), never following links."""
+def read_entry(root: Path, rel: str) -> tuple[str, bytes | str | None]:
+    """("file", bytes) | ("symlink", target) | ("missing", None) | ("other", None) for `rel`
+    under `root`, opening every component from its parent's descriptor without following any
+    symlink: below a symlinked directory there is nothing (the link itself is its own entry)."""
+    parts = PurePosixPath(rel).parts
     try:
-        info = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
         return "missing", None
-    if stat.S_ISLNK(info.st_mode):
-        return "symlink", os.readlink(path)
-    if stat.S_ISREG(info.st_mode):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:  # missing, not a directory, or a symlink (ELOOP)
+                return "missing", None
+            os.close(fd)
+            fd = child
+        try:
+            info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return "missing", None
+        if stat.S_ISLNK(info.st_mode):
+            return "symlink", os.readlink(parts[-1], dir_fd=fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "other", None
+        file = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        with os.fdopen(file, "rb") as handle:
             return "file", handle.read()
-    return "other", None
+    finally:
+        os.close(fd)
 
 
 def _is_binary(data: bytes) -> bool:
@@ -53,8 +71,8 @@ def render_diff(base: Path, current: Path, paths: list[str]) -> str:
     """The diff of `paths` (relative) between the trees `base` and `current`."""
     parts = []
     for rel in sorted(set(paths)):
-        old_kind, old = read_entry(base / rel)
-        new_kind, new = read_entry(current / rel)
+        old_kind, old = read_entry(base, rel)
+        new_kind, new = read_entry(current, rel)
         if "symlink" in (old_kind, new_kind):
             if (old_kind, old) != (new_kind, new):
                 shown = f"symlink -> {new}" if new_kind == "symlink" else new_kind
@@ -80,4 +98,4 @@ def files_under(root: Path, rel: str) -> list[str]:
 def changed_between(base: Path, current: Path) -> list[str]:
     """Every file path that differs between two trees (a plain comparison, for copied workspaces)."""
     paths = set(files_under(base, ".")) | set(files_under(current, "."))
-    return sorted(p for p in paths if read_entry(base / p) != read_entry(current / p))
+    return sorted(p for p in paths if read_entry(base, p) != read_entry(current, p))

@@ -137,10 +137,12 @@ class ConfinedFiles:
         if not parts:
             raise IsADirectoryError(f"{path}: is the workspace directory")
         with self._open_dir(parts[:-1]) as dir_fd:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            # O_NONBLOCK: opening a FIFO the command made must not block; it is refused below.
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
             with os.fdopen(fd, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     raise IsADirectoryError(f"{path}: not a regular file")
+                os.set_blocking(fd, True)
                 return handle.read()
 
     def read_text(self, path: str) -> str:
@@ -152,6 +154,14 @@ class ConfinedFiles:
         if not parts:
             raise IsADirectoryError(f"{path}: is the workspace directory")
         with self._open_dir(parts[:-1], create=True) as dir_fd:
+            try:
+                existing = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                existing = None
+            if existing is not None and stat.S_ISLNK(existing.st_mode):
+                raise PathEscape(f"{path}: is a symlink; refusing to write through it")
+            if existing is not None and not stat.S_ISREG(existing.st_mode):
+                raise IsADirectoryError(f"{path}: exists and is not a regular file")
             try:
                 fd = os.open(
                     parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd

@@ -23,7 +23,7 @@ from pathlib import Path
 from overture.config import SandboxConfig
 from overture.sandbox.errors import PoolClosed, PoolFull, SandboxError
 from overture.sandbox.isolation import etc_files, require_tools
-from overture.sandbox.limits import CgroupLimits, Limits, orphaned
+from overture.sandbox.limits import CgroupLimits, Limits, orphaned, remove_cgroups
 from overture.sandbox.sandbox import Sandbox
 from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_base, remove_tree
 
@@ -124,6 +124,7 @@ class SandboxPool:
         except BaseException:
             self.counters["failed"] += 1
             await workspace.destroy()
+            await asyncio.to_thread(remove_cgroups, cgroups)
             raise
         self.counters["started"] += 1
         return Sandbox(workspace, self.config, self._tools, self._etc, cgroups)
@@ -139,9 +140,10 @@ class SandboxPool:
         return await self._start(base)
 
     def _warm(self, base: Path) -> None:
-        missing = self.config.prewarm - len(self._spares[base])
+        warming = sum(1 for task in self._warming if task.get_name() == str(base))
+        missing = self.config.prewarm - len(self._spares[base]) - warming
         for _ in range(max(0, missing)):
-            task = asyncio.create_task(self._add_spare(base))
+            task = asyncio.create_task(self._add_spare(base), name=str(base))
             self._warming.add(task)
             task.add_done_callback(self._warming.discard)
 
@@ -177,9 +179,11 @@ class SandboxPool:
             yield box
         finally:
             self._live.discard(box)
-            await box.close()
-            self.counters["released"] += 1
-            self._release_slot()
+            try:
+                await asyncio.shield(box.close())
+            finally:
+                self.counters["released"] += 1
+                self._release_slot()  # even when cancelled or failing while closing
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -207,6 +211,7 @@ class SandboxPool:
         self._waiters.clear()
         for task in list(self._warming):
             task.cancel()
+        await asyncio.gather(*self._warming, return_exceptions=True)
         boxes = [*self._live, *(s for spares in self._spares.values() for s in spares)]
         self._spares.clear()
         await asyncio.gather(*(box.close() for box in boxes), return_exceptions=True)

@@ -128,26 +128,36 @@ class Sandbox:
         readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr), self._feed(proc, stdin))
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), limit)
-        except TimeoutError:
-            # Killing bwrap's outer process takes the pid namespace, so every descendant, with it.
-            # (The cgroup is not swept here: other commands of this sandbox may be running.)
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            await asyncio.wait_for(readers, DRAIN_AFTER_KILL_S)
-        except TimeoutError:
-            log.warning(
-                "sandbox of %s: output pipes still open %.0fs after the command ended",
-                self.base,
-                DRAIN_AFTER_KILL_S,
-            )
+            try:
+                await asyncio.wait_for(proc.wait(), limit)
+            except TimeoutError:
+                timed_out = True
+                self._kill(proc)
+            try:
+                await asyncio.wait_for(readers, DRAIN_AFTER_KILL_S)
+            except TimeoutError:
+                log.warning("sandbox of %s: output pipes still open %.0fs after the command ended",
+                            self.base, DRAIN_AFTER_KILL_S)  # fmt: skip
+        except BaseException:
+            # Cancelled (an aborted episode, a caller's own timeout): the command must not run on.
+            self._kill(proc)
+            readers.cancel()
+            await asyncio.gather(readers, return_exceptions=True)
+            await asyncio.shield(proc.wait())
+            raise
         code = await proc.wait()
         return ExecResult(
             exit_code=code, stdout=out.text(), stderr=err.text(), timed_out=timed_out,
             truncated=out.cut > 0 or err.cut > 0, duration_s=round(time.monotonic() - started, 4),
         )  # fmt: skip
+
+    @staticmethod
+    def _kill(proc: asyncio.subprocess.Process) -> None:
+        """SIGKILL the command's process group: killing bwrap's outer process takes the pid
+        namespace, so every descendant, with it. (The cgroup is not swept: other commands of this
+        sandbox may be running.)"""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
     @staticmethod
     async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
