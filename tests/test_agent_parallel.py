@@ -10,12 +10,16 @@ from overture.agent import ToolSet
 
 def test_independent_calls_overlap_and_answer_in_call_order(tmp_path):
     repo = make_repo(tmp_path)
-    # Each command waits one second, then says which call it is.
-    calls = [("run_terminal_cmd", {"command": f"sleep 1; echo call-{i}"}) for i in range(8)]
+    # Each call announces itself, then waits (bounded) until all eight have: run one after the
+    # other, the first would give up alone; run together, every call sees all eight.
+    wait_for_all = (
+        "touch .started-{i}; n=0; while [ $(ls .started-* | wc -l) -lt 8 ] && [ $n -lt 200 ]; "
+        "do sleep 0.05; n=$((n+1)); done; echo call-{i} saw $(ls .started-* | wc -l)"
+    )
+    calls = [("run_terminal_cmd", {"command": wait_for_all.format(i=i)}) for i in range(8)]
     records = run_calls(repo, call_text(*calls))
     assert [r.index for r in records] == list(range(8))
-    assert [r.response.splitlines()[-1] for r in records] == [f"call-{i}" for i in range(8)]
-    # Concurrency, shown without timing the machine: every call started before any call ended.
+    assert [r.response.splitlines()[-1] for r in records] == [f"call-{i} saw 8" for i in range(8)]
     assert max(r.started_s for r in records) < min(r.ended_s for r in records)
 
 

@@ -279,3 +279,29 @@ def test_codebase_search_with_embeddings_ranks_by_meaning_and_keeps_vectors(repo
         first.ranker.embedded_now == len({c.text for c in first.chunks}) and rebuilt.ranker.embedded_now == 0
     )
     assert (rebuilt.ranker.vectors == first.ranker.vectors).all()
+
+
+def test_search_replace_shows_the_edited_region_even_when_the_new_text_occurs_earlier(repo):
+    # "return" occurs on earlier lines too: the snippet must still show the edited line.
+    turn = call_text(
+        (
+            "search_replace",
+            {"file_path": "calc/core.py", "old_string": "(len(values) + 1)", "new_string": "return"},
+        )
+    )
+    (record,) = run_calls(repo, turn)
+    assert record.ok
+    shown = [line for line in record.response.splitlines() if "|" in line]
+    assert any("sum(values) / return" in line for line in shown), record.response
+
+
+def test_a_tool_crash_becomes_a_readable_error_and_siblings_still_answer(repo):
+    turn = call_text(
+        ("glob_file_search", {"pattern": "[z-a].py"}),  # an invalid character range
+        ("read_file", {"path": "calc/core.py", "limit": 1}),
+        ("run_terminal_cmd", {"command": "echo hi", "timeout": float("nan")}),
+    )
+    bad_glob, read, nan_timeout = run_calls(repo, turn)
+    assert bad_glob.response.startswith("Error:") and bad_glob.error == "tool"
+    assert read.ok and read.response.startswith("1|")
+    assert nan_timeout.error == "arguments" and "timeout" in nan_timeout.response

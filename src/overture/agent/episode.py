@@ -230,6 +230,9 @@ class Episode:
             return await task
         finally:
             self._request = None
+            if not task.done():  # the episode itself was cancelled: stop generating for it
+                request.abort()
+                task.cancel()
 
     def _append(self, ids: list[int], logprobs: list[float], versions: list[int]) -> None:
         """Policy tokens into the open turn, one run per policy version (a resumed turn has several)."""

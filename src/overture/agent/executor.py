@@ -21,7 +21,7 @@ from typing import Any
 from overture.agent.responses import cap_response
 from overture.agent.tools import ALL_TOOLS, Tool, ToolContext, ToolError
 from overture.agent.tools.base import ArgumentError
-from overture.sandbox import PathEscape, SandboxError
+from overture.sandbox import PathEscape
 from overture.sandbox.files import workspace_relative
 from overture.text import MalformedCall, ParsedTurn, Tokenizer, ToolCall, parse_assistant
 
@@ -163,7 +163,9 @@ class ToolSet:
             record.response, record.error = f"Error: {exc}", "arguments"
         except ToolError as exc:
             record.response, record.error = f"Error: {call.name}: {exc}", "tool"
-        except (SandboxError, OSError, ValueError, RuntimeError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # whatever a tool hits (bad regex, sandbox error, ...) is an answer
             record.response = f"Error: {call.name} failed: {exc.__class__.__name__}: {exc}"
             record.error = "tool"
         finally:

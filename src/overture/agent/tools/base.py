@@ -9,6 +9,7 @@ tool response, never as an exception out of the loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +130,8 @@ def _fits(value: Any, spec: dict[str, Any]) -> bool:
     # bool is an int in Python but not in JSON: `true` is no line number.
     if isinstance(value, bool) and kind in ("integer", "number"):
         return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False  # NaN and Infinity parse from JSON but are no timeout or line number
     if kind == "integer" and isinstance(value, float) and value.is_integer():
         return True
     if not isinstance(value, _PYTHON_TYPES[kind]):

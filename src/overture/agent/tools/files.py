@@ -132,7 +132,7 @@ async def search_replace(context: ToolContext, args: dict[str, Any]) -> str:
     updated, count = _replace_once_or_all(text, old, new, args["replace_all"], path)
     await _in_thread(path, context.sandbox.files.write_text, path, updated)
     # Show the edited region so the model can check the result without another read.
-    start = updated[: updated.find(args["new_string"])].count("\n")
+    start = text[: text.find(old)].count("\n")  # where the (first) replacement begins
     lines = updated.splitlines()
     span = args["new_string"].count("\n") + 1
     first, last = max(0, start - 2), min(len(lines), start + span + 2)
