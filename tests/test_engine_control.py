@@ -137,3 +137,17 @@ def test_async_submit_and_agenerate(engine):
 
     one, many = asyncio.run(main())
     assert one.token_ids == many[0].token_ids and len(many[1].token_ids) == 5
+
+
+def test_a_completion_callback_can_abort_the_rest(engine):
+    # Partial rollouts: when enough requests are done, the rest are aborted from the callback
+    # that runs on the engine's own thread; this must not wait on itself.
+    long = engine.submit([3, 4, 5], max_new_tokens=LONG, temperature=1.0, seed=0)
+    short = engine.submit([6, 7], max_new_tokens=4, temperature=1.0, seed=1)
+    returned = []
+    short.future.add_done_callback(lambda _: returned.append(engine.abort("all")))
+    assert short.result(timeout=60).finish_reason == "length"
+    partial = long.result(timeout=60)
+    assert partial.finish_reason == "abort"
+    assert returned == [None]  # queued for the next step boundary, not waited on
+    assert_consistent(partial)

@@ -64,10 +64,14 @@ def test_completion_stops_at_the_context_length(model):
     assert len(c.token_ids) == 4 and c.finish_reason == "length"
 
 
-def test_resume_without_budget_is_refused(engine):
-    (c,) = engine.generate([[1, 2]], max_new_tokens=3)
+def test_resume_of_a_finished_or_spent_request_is_refused(engine):
+    (done,) = engine.generate([[1, 2]], max_new_tokens=3)
+    with pytest.raises(RequestError, match="finished \\('length'\\); only aborted"):
+        engine.resume(done)
+    handle = engine.submit([1, 2, 3], max_new_tokens=100_000)
+    partial = handle.abort()
     with pytest.raises(RequestError, match="no budget left"):
-        engine.resume(c)
+        engine.resume(partial, max_new_tokens=0)
 
 
 def test_stop_token_ends_the_completion(engine):

@@ -92,6 +92,20 @@ def test_batch_masks_truncations_and_drops_zero_signal_groups():
     assert len(kept) == 4 and report.dropped_groups == 0
 
 
+def test_interleaved_groups_are_an_error_not_wrong_advantages():
+    def member(reward: float, group: str) -> Trajectory:
+        sample = trajectory(reward)
+        sample.group_id = group
+        return sample
+
+    whole = [member(1.0, "a"), member(0.0, "a"), member(3.0, "b"), member(1.0, "b")]
+    samples, _ = samples_from_trajectories(whole, RLConfig(group_size=2, advantage="drgrpo"))
+    assert [s.advantage for s in samples] == [0.5, -0.5, 1.0, -1.0]
+    interleaved = [whole[0], whole[2], whole[1], whole[3]]
+    with pytest.raises(ValueError, match=r"trajectories 0\.\.1 mix groups \['a', 'b'\]"):
+        samples_from_trajectories(interleaved, RLConfig(group_size=2, advantage="drgrpo"))
+
+
 def test_aborted_trajectories_and_misaligned_fields_are_errors():
     with pytest.raises(ValueError, match="aborted: resume it"):
         samples_from_trajectories([trajectory(1.0), trajectory(0.0, "aborted", "x")], RLConfig(group_size=2))

@@ -160,6 +160,11 @@ class Engine:
         """Continue an aborted request: prompt + its tokens are re-prefilled under the current
         weights, up to `max_new_tokens` more tokens (default: what is left of its budget). The
         result holds the earlier tokens, logprobs and versions followed by the new ones."""
+        if partial.finish_reason != "abort":
+            raise RequestError(
+                f"request {partial.request_id}: finished ({partial.finish_reason!r}); only aborted "
+                "requests are resumed"
+            )
         budget = partial.remaining_budget if max_new_tokens is None else max_new_tokens
         if not isinstance(budget, int) or budget < 1:
             raise RequestError(f"request {partial.request_id}: no budget left to resume ({budget!r})")
@@ -203,7 +208,8 @@ class Engine:
         """Stop requests between two decode steps; their partial completions (finish_reason "abort").
 
         Requests that already finished are not in the list. Each aborted request's handle also
-        resolves to its partial completion."""
+        resolves to its partial completion. Called from the engine's own thread (a completion
+        callback), the abort is queued for the next step boundary and None is returned."""
         ids = None if request_ids == "all" else list(request_ids)
         return self._call(lambda: self._scheduler.abort(ids))
 
@@ -306,7 +312,15 @@ class Engine:
             self._wakeup.notify()
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        """Run `fn` on the step thread between two steps and wait for its result."""
+        """Run `fn` on the step thread between two steps and wait for its result.
+
+        Called from the step thread itself (a completion callback that aborts the rest, as
+        partial rollouts do), waiting would never return, and running it there and then would
+        change the scheduler in the middle of a step: it is queued for the next step boundary
+        instead and the call returns None (aborted requests still resolve their handles)."""
+        if threading.current_thread() is self._thread:
+            self._post(fn)
+            return None
         future: Future = Future()
 
         def run() -> None:

@@ -59,7 +59,8 @@ class Transformer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.config = config
+        # Its own copy: the model changes it (e.g. `set_precision`), and a run's config may be shared.
+        self.config = config.model_copy(deep=True)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -75,7 +76,8 @@ class Transformer(nn.Module):
 
         Embeddings, norms, router, attention softmax and LM head are not affected (they stay in
         the model's dtype); the weights themselves are unchanged, only how the GEMMs see them.
-        Recorded in `config.precision`, so `save_pretrained` writes it into the checkpoint.
+        Recorded in the model's own `config.precision` (a copy made at construction, so no run
+        config is changed), so `save_pretrained` writes it into the checkpoint.
         """
         self.config.precision = precision
         for module in self.modules():

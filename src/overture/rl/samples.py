@@ -62,6 +62,18 @@ class BatchReport:
     reward_mean: float = 0.0
 
 
+def check_groups_are_whole(trajectories: Sequence[Trajectory], group_size: int) -> None:
+    """Each block of `group_size` consecutive trajectories must be one group (advantages are
+    computed per block): a block mixing group ids, e.g. after reordering, is an error naming it."""
+    for start in range(0, len(trajectories), group_size):
+        ids = {t.group_id for t in trajectories[start : start + group_size] if t.group_id}
+        if len(ids) > 1:
+            raise ValueError(
+                f"trajectories {start}..{start + group_size - 1} mix groups {sorted(map(str, ids))}: "
+                f"each run of rl.group_size ({group_size}) trajectories must be one whole group"
+            )
+
+
 def samples_from_trajectories(
     trajectories: Sequence[Trajectory], rl: RLConfig
 ) -> tuple[list[TrainingSample], BatchReport]:
@@ -76,6 +88,7 @@ def samples_from_trajectories(
                 f"trajectory {trajectory.task_id!r} (group {trajectory.group_id!r}) is aborted: "
                 "resume it before training on it"
             )
+    check_groups_are_whole(trajectories, rl.group_size)
     rewards = [t.reward for t in trajectories]
     advantages = compute_advantages(rewards, rl.group_size, rl.advantage).tolist()
     no_signal = zero_signal_groups(rewards, rl.group_size).tolist()
