@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from agent_helpers import call_text, make_repo
 from typer.testing import CliRunner
 
@@ -101,3 +102,18 @@ def test_agent_rejects_bad_arguments(tmp_path):
     bad.write_text('{"not": "a list"}')
     result = runner.invoke(app, ["agent", "--repo", str(repo), "--script", str(bad), "task"])
     assert result.exit_code == 2 and "JSON list of strings" in result.output
+
+
+def test_apply_refuses_a_diff_with_changes_patch_cannot_write(tmp_path):
+    from overture.cli.agent_run import apply_diff
+    from overture.sandbox import SandboxError
+
+    repo = make_repo(tmp_path)
+    before = (repo / "calc" / "core.py").read_text()
+    diff = (
+        "--- a/calc/core.py\n+++ b/calc/core.py\n@@ -1 +1 @@\n-" + before.splitlines()[0] + "\n+# changed\n"
+        "Binary files /dev/null and b/blob.bin differ\n"
+    )
+    with pytest.raises(SandboxError, match="patch cannot write"):
+        apply_diff(repo, diff)
+    assert (repo / "calc" / "core.py").read_text() == before

@@ -171,3 +171,22 @@ def test_positions_shift_the_rotary_phase():
     torch.testing.assert_close(base, shifted, rtol=1e-4, atol=1e-5)
     stretched = model(ids, positions=torch.arange(0, 10, 2)[None]).logits
     assert not torch.allclose(base, stretched, atol=1e-4)
+
+
+def test_padding_moves_neither_the_aux_loss_nor_the_expert_load():
+    config = tiny_model_config(balance_bias=True)
+    model = Transformer(config).train()
+    ids = torch.randint(1, 96, (1, 9))
+    alone = model(ids)
+    loads_alone = [router.load.clone() for router in model.moe_routers()]
+    for router in model.moe_routers():
+        router.load.zero_()
+    padded_ids = torch.cat([ids, torch.zeros(1, 7, dtype=torch.long)], dim=1)
+    real = torch.arange(16)[None] < 9
+    padded = model(padded_ids, token_mask=real)
+    torch.testing.assert_close(padded.aux_loss, alone.aux_loss)
+    assert torch.equal(padded.tokens_per_expert, alone.tokens_per_expert)
+    for router, load in zip(model.moe_routers(), loads_alone, strict=True):
+        assert torch.equal(router.load, load)
+    # Unmasked, the padding rows would count: the statistics differ.
+    assert not torch.equal(model(padded_ids).tokens_per_expert, alone.tokens_per_expert)

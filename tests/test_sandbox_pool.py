@@ -96,7 +96,11 @@ def test_closing_the_pool_fails_waiters_and_kills_everything(base):
                 pass
 
         running = asyncio.create_task(long_command())
-        await asyncio.sleep(0.3)
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if host_processes_with(marker):
+                break
+        assert host_processes_with(marker), "the long command never started"
         waiting = asyncio.create_task(waiter())
         await asyncio.sleep(0.05)
         await pool.close()
@@ -117,10 +121,11 @@ def test_dead_spare_is_replaced(base):
         async with SandboxPool(SandboxConfig(prewarm=1)) as pool:
             async with pool.sandbox(base):
                 pass
-            await asyncio.sleep(0.3)  # let the spare start
+            await asyncio.gather(*pool._warming)  # let the spare start
             spare = pool._spares[base.resolve()][0]
-            os.kill(spare.workspace.holder_pid, signal.SIGKILL)
-            await asyncio.sleep(0.1)
+            holder = spare.workspace._holder
+            os.kill(holder.pid, signal.SIGKILL)
+            await holder.wait()
             async with pool.sandbox(base) as sb:
                 result = await sb.exec("echo alive")
             return result.stdout, pool.stats()

@@ -139,6 +139,12 @@ def apply_diff(repo: Path, diff: str) -> None:
     """Write the sandbox's diff into `repo` (`patch -p1`); a failure changes nothing and says why."""
     if not diff:
         return
+    # `patch` skips these lines silently; applying the rest would lose those changes.
+    unpatchable = [line for line in diff.splitlines() if line.startswith(("Binary files ", "Symlink "))]
+    if unpatchable:
+        raise SandboxError(
+            f"{repo}: not applied: the diff has changes patch cannot write ({'; '.join(unpatchable[:3])})"
+        )
     check = ["patch", "-p1", "--batch", "--forward", "--silent", "-d", str(repo)]
     dry = subprocess.run([*check, "--dry-run"], input=diff, text=True, capture_output=True)
     if dry.returncode != 0:

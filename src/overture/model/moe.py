@@ -33,9 +33,16 @@ class RouterOutput:
     logits: torch.Tensor  # N×E router logits
     indices: torch.Tensor  # N×k chosen experts
     weights: torch.Tensor  # N×k gate weights
+    valid: torch.Tensor | None = None  # N booleans: real tokens (None = all); padding is not counted
+
+    def counted_indices(self) -> torch.Tensor:
+        return self.indices if self.valid is None else self.indices[self.valid]
+
+    def counted_logits(self) -> torch.Tensor:
+        return self.logits if self.valid is None else self.logits[self.valid]
 
     def tokens_per_expert(self, num_experts: int) -> torch.Tensor:
-        return torch.bincount(self.indices.reshape(-1), minlength=num_experts)
+        return torch.bincount(self.counted_indices().reshape(-1), minlength=num_experts)
 
 
 class Router(nn.Module):
@@ -52,7 +59,8 @@ class Router(nn.Module):
         self.register_buffer("expert_bias", torch.zeros(config.num_experts), persistent=config.balance_bias)
         self.register_buffer("load", torch.zeros(config.num_experts), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> RouterOutput:
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> RouterOutput:
+        """Route N tokens; `valid` (N booleans) marks real tokens, so padding moves no load."""
         logits = F.linear(x, self.weight)
         probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
         if self.balance_bias:
@@ -62,10 +70,11 @@ class Router(nn.Module):
             weights, indices = torch.topk(probs, self.top_k, dim=-1)
         if self.norm_topk_prob:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        route = RouterOutput(logits=logits, indices=indices, weights=weights.to(x.dtype), valid=valid)
         if self.balance_bias and self.training:
             with torch.no_grad():
-                self.load += torch.bincount(indices.reshape(-1), minlength=self.num_experts).to(self.load)
-        return RouterOutput(logits=logits, indices=indices, weights=weights.to(x.dtype))
+                self.load += route.tokens_per_expert(self.num_experts).to(self.load)
+        return route
 
     @torch.no_grad()
     def update_bias(self, rate: float) -> None:
@@ -165,10 +174,13 @@ class MoEBlock(nn.Module):
             else None
         )
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RouterOutput]:
+    def forward(
+        self, x: torch.Tensor, valid: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, RouterOutput]:
+        """x: B×T×D (or N×D); `valid`: booleans of the same leading shape, False for padding."""
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
-        route = self.gate(flat)
+        route = self.gate(flat, None if valid is None else valid.reshape(-1))
         out = self.experts(flat, route)
         if self.shared_expert is not None:
             out = out + self.shared_expert(flat)
@@ -180,11 +192,12 @@ def load_balancing_loss(routes: list[RouterOutput], num_experts: int) -> torch.T
 
     f_i = routing slots sent to expert i / routed rows (summing to k over experts) and
     P_i = mean router probability of expert i, both pooled over every layer's tokens as the
-    Hugging Face implementation does. A perfectly balanced router scores k.
+    Hugging Face implementation does (padding rows, marked by `RouterOutput.valid`, excluded, as
+    its attention mask does). A perfectly balanced router scores k.
     """
     if not routes:
         return torch.zeros(())
     counts = sum(r.tokens_per_expert(num_experts).float() for r in routes)
-    prob_sum = sum(torch.softmax(r.logits, dim=-1, dtype=torch.float32).sum(0) for r in routes)
-    rows = sum(r.logits.shape[0] for r in routes)
+    prob_sum = sum(torch.softmax(r.counted_logits(), dim=-1, dtype=torch.float32).sum(0) for r in routes)
+    rows = max(1, sum(r.counted_logits().shape[0] for r in routes))
     return num_experts * torch.sum((counts / rows) * (prob_sum / rows))

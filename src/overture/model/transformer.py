@@ -40,16 +40,24 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        valid: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, RouterOutput | None]:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        return self.feed_forward(x)
+        return self.feed_forward(x, valid)
 
-    def feed_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RouterOutput | None]:
-        """The layer's second half, x + MLP(norm(x)); also used by the engine's cached forward."""
+    def feed_forward(
+        self, x: torch.Tensor, valid: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, RouterOutput | None]:
+        """The layer's second half, x + MLP(norm(x)); also used by the engine's cached forward.
+        `valid` marks real tokens for the router's load statistics (padding is not counted)."""
         hidden = self.post_attention_layernorm(x)
         if self.is_moe:
-            out, route = self.mlp(hidden)
+            out, route = self.mlp(hidden, valid)
             return x + out, route
         return x + self.mlp(hidden), None
 
@@ -119,17 +127,19 @@ class Transformer(nn.Module):
         input_ids: torch.Tensor,
         positions: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_mask: torch.Tensor | None = None,
     ) -> CausalLMOutput:
         """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1);
         attention_mask: B×1×T×T booleans (True = may attend) instead of plain causal attention,
-        e.g. block-diagonal for several sequences packed into one row."""
+        e.g. block-diagonal for several sequences packed into one row; token_mask: B×T booleans,
+        False for padding, which then moves neither the aux loss nor the experts' load."""
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
         routes = []
         for layer in self.layers:
-            x, route = layer(x, cos, sin, attention_mask)
+            x, route = layer(x, cos, sin, attention_mask, token_mask)
             if route is not None:
                 routes.append(route)
         logits = self.lm_head(self.norm(x))

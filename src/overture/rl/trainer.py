@@ -27,7 +27,7 @@ import torch
 
 from overture.config import RunConfig
 from overture.model import Transformer, save_pretrained
-from overture.rl.batching import MicroBatch, build_micro_batches
+from overture.rl.batching import PAD_SEQUENCE, MicroBatch, build_micro_batches
 from overture.rl.logprobs import token_entropy, token_logprobs
 from overture.rl.losses import (
     PolicyLossInputs,
@@ -93,7 +93,12 @@ class Trainer:
         return [batch.to(self.device) for batch in batches]
 
     def _forward(self, model: Transformer, batch: MicroBatch):
-        return model(batch.input_ids, positions=batch.positions, attention_mask=batch.attention_mask)
+        return model(
+            batch.input_ids,
+            positions=batch.positions,
+            attention_mask=batch.attention_mask,
+            token_mask=batch.sequence_ids != PAD_SEQUENCE,
+        )
 
     @torch.no_grad()
     def _logprobs_without_grad(self, model: Transformer, batch: MicroBatch) -> torch.Tensor:

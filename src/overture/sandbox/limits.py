@@ -145,13 +145,20 @@ class CgroupLimits:
         return groups
 
 
-def kill_cgroups(groups: list[Path]) -> None:
-    """SIGKILL every process still in `groups`."""
-    for group in groups:
-        with contextlib.suppress(OSError):
-            for pid in (group / "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
+def kill_cgroups(groups: list[Path], rounds: int = 20) -> None:
+    """SIGKILL every process in `groups`, again while any is left (a fork bomb adds processes
+    between reading the list and the kills)."""
+    for _ in range(rounds):
+        found = False
+        for group in groups:
+            with contextlib.suppress(OSError):
+                for pid in (group / "cgroup.procs").read_text().split():
+                    found = True
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+        if not found:
+            return
+        time.sleep(0.005)
 
 
 def remove_cgroups(groups: list[Path]) -> None:
@@ -166,3 +173,5 @@ def remove_cgroups(groups: list[Path]) -> None:
                 break
             except OSError:  # busy: a killed process is still being reaped
                 time.sleep(0.01)
+        else:
+            log.warning("cgroup %s could not be removed: processes are still in it", group)
