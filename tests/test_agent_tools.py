@@ -305,3 +305,16 @@ def test_a_tool_crash_becomes_a_readable_error_and_siblings_still_answer(repo):
     assert bad_glob.response.startswith("Error:") and bad_glob.error == "tool"
     assert read.ok and read.response.startswith("1|")
     assert nan_timeout.error == "arguments" and "timeout" in nan_timeout.response
+
+
+def test_the_index_cache_keeps_one_version_per_repository(tmp_path):
+    from overture.agent.search import index as search_index
+
+    repo = make_repo(tmp_path)
+    first = search_index.base_index(repo, "bm25", "")
+    assert search_index.base_index(repo, "bm25", "") is first  # built once
+    (repo / "calc" / "extra.py").write_text("def extra():\n    return 1\n")
+    second = search_index.base_index(repo, "bm25", "")
+    assert second is not first
+    versions = [key for key in search_index._CACHE if key[0] == str(repo.resolve())]
+    assert len(versions) == 1  # the stale index was dropped

@@ -32,6 +32,7 @@ from overture.sandbox import ConfinedFiles
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, str], BaseIndex] = {}
 _CACHE_LOCK = threading.Lock()
+_BUILD_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
 _FALLBACK_LOGGED = False
 
 
@@ -161,11 +162,23 @@ def base_index(base: str | Path, backend: str = "auto", cache_dir: str | None = 
     base = Path(base).resolve()
     backend = resolve_backend(backend)
     key = (str(base), backend, fingerprint(base))
-    with _CACHE_LOCK:  # one build per key even when many episodes start at once
-        if key not in _CACHE:
-            directory = default_cache_dir() if cache_dir is None else Path(cache_dir) if cache_dir else None
-            _CACHE[key] = BaseIndex.build(base, backend, VectorStore(directory, base))
-        return _CACHE[key]
+    # One build per key even when many episodes start at once, but a long build of one
+    # repository does not hold up the indexes of others: the global lock only hands out a
+    # per-key lock. Old versions of a repository's index are dropped when a new one is built.
+    with _CACHE_LOCK:
+        key_lock = _BUILD_LOCKS.setdefault(key, threading.Lock())
+    with key_lock:
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        directory = default_cache_dir() if cache_dir is None else Path(cache_dir) if cache_dir else None
+        index = BaseIndex.build(base, backend, VectorStore(directory, base))
+        with _CACHE_LOCK:
+            for stale in [k for k in _CACHE if k[:2] == key[:2] and k != key]:
+                del _CACHE[stale]
+                _BUILD_LOCKS.pop(stale, None)
+            _CACHE[key] = index
+        return index
 
 
 class EpisodeSearch:
