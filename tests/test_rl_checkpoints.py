@@ -140,3 +140,13 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
         train(trainer, 1)
         save_checkpoint(trainer, tmp_path, keep=2)
     assert [p.name for p in complete_checkpoints(tmp_path)] == ["step-00000003", "step-00000004"]
+
+
+def test_saving_a_step_again_replaces_it_cleanly(tmp_path):
+    trainer = Trainer(Transformer(run_config().model), run_config())
+    train(trainer, 1)
+    first = save_checkpoint(trainer, tmp_path, data_position={"batch": 1})
+    second = save_checkpoint(trainer, tmp_path, data_position={"batch": 2})
+    assert first == second
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # nothing left aside
+    assert load_checkpoint(trainer, second).data_position == {"batch": 2}

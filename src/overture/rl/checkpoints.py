@@ -85,6 +85,15 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(handle.fileno())
 
 
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename inside `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _file_sizes(root: Path) -> dict[str, int]:
     return {
         str(p.relative_to(root)): p.stat().st_size
@@ -128,9 +137,17 @@ def save_checkpoint(
     marker = {"step": trainer.step, "files": _file_sizes(temp)}
     (temp / MARKER).write_text(json.dumps(marker))
     _fsync_tree(temp)
-    if final.exists():
-        shutil.rmtree(final)
+    # An existing checkpoint of this step is moved aside before the new one takes its name, and
+    # removed only after: a crash in between leaves one complete copy under one of the names.
+    replaced = final.with_name(f".replaced-{final.name}") if final.exists() else None
+    if replaced is not None:
+        if replaced.exists():
+            shutil.rmtree(replaced)
+        final.rename(replaced)
     temp.rename(final)
+    _fsync_directory(root)
+    if replaced is not None:
+        shutil.rmtree(replaced)
     if keep:
         prune_checkpoints(root, keep)
     return final
