@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -22,7 +21,7 @@ from overture.agent.responses import cap_response
 from overture.agent.tools import ALL_TOOLS, Tool, ToolContext, ToolError
 from overture.agent.tools.base import ArgumentError
 from overture.sandbox import PathEscape
-from overture.sandbox.files import workspace_relative
+from overture.sandbox.files import inside_workspace
 from overture.text import MalformedCall, ParsedTurn, Tokenizer, ToolCall, parse_assistant
 
 
@@ -115,7 +114,7 @@ class ToolSet:
         if not isinstance(value, str):
             return None
         try:
-            return posixpath.normpath(str(workspace_relative(value)))
+            return inside_workspace(value)
         except PathEscape:
             return None
 
@@ -182,4 +181,4 @@ class ToolSet:
             if isinstance(value, str):
                 # A path outside was refused: nothing was written, nothing to re-index.
                 with contextlib.suppress(PathEscape):
-                    context.note_edit(posixpath.normpath(str(workspace_relative(value))))
+                    context.note_edit(inside_workspace(value))

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-READ_TOOLS = frozenset({"read_file", "list_dir", "glob_file_search", "grep", "codebase_search"})
-EDIT_TOOLS = frozenset({"search_replace", "write_file", "delete_file"})
+from overture.agent.tools import ALL_TOOLS
+
+# From each tool's declared kind, so a new tool is counted as what it is.
+READ_TOOLS = frozenset(tool.name for tool in ALL_TOOLS if tool.kind == "read")
+EDIT_TOOLS = frozenset(tool.name for tool in ALL_TOOLS if tool.kind == "edit")
 
 
 def behaviour_metrics(

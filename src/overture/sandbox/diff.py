@@ -12,6 +12,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from overture.sandbox.files import looks_binary
+
 NO_NEWLINE = "\\ No newline at end of file\n"
 
 
@@ -47,17 +49,13 @@ def read_entry(root: Path, rel: str) -> tuple[str, bytes | str | None]:
         os.close(fd)
 
 
-def _is_binary(data: bytes) -> bool:
-    return b"\0" in data[:8192]
-
-
 def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
     """The unified diff of one file (None = absent); empty when unchanged."""
     if old == new:
         return ""
     before = "/dev/null" if old is None else f"a/{rel}"
     after = "/dev/null" if new is None else f"b/{rel}"
-    if _is_binary(old or b"") or _is_binary(new or b""):
+    if looks_binary(old or b"") or looks_binary(new or b""):
         return f"Binary files {before} and {after} differ\n"
     old_lines = (old or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
     new_lines = (new or b"").decode("utf-8", errors="replace").splitlines(keepends=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import posixpath
 import re
 import stat
 from collections import deque
@@ -35,6 +36,21 @@ def workspace_relative(path: str) -> PurePosixPath:
         except ValueError:
             raise PathEscape(f"{path}: outside the workspace ({WORKSPACE_MOUNT})") from None
     return posix
+
+
+def inside_workspace(path: str) -> str:
+    """`path` as a normalised workspace-relative path ("." for the root); `PathEscape` naming it
+    when it is absolute elsewhere or its `..` lead out. (Symlinks are not resolved here: that
+    is `ConfinedFiles`' work, or the sandbox's own, for commands.)"""
+    relative = posixpath.normpath(str(workspace_relative(path)))
+    if relative == ".." or relative.startswith("../"):
+        raise PathEscape(f"{path}: outside the workspace")
+    return relative
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether file contents are binary rather than text (a NUL byte near the start, as git judges)."""
+    return b"\0" in data[:8192]
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from overture.config import SandboxConfig
-from overture.sandbox.errors import SandboxDead, SandboxError
-from overture.sandbox.files import WORKSPACE_MOUNT, ConfinedFiles, workspace_relative
+from overture.sandbox.errors import PathEscape, SandboxDead, SandboxError
+from overture.sandbox.files import WORKSPACE_MOUNT, ConfinedFiles, inside_workspace
 from overture.sandbox.isolation import bwrap_args, python_dirs, sandbox_env
 from overture.sandbox.limits import Limits, confining_argv, remove_cgroups
 from overture.sandbox.output import CappedOutput
@@ -111,8 +111,11 @@ class Sandbox:
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         if not argv:
             raise SandboxError("empty command")
-        workdir = str(workspace_relative(workdir))
-        if workdir.startswith("..") or not self.files.is_dir(workdir):
+        try:
+            workdir = inside_workspace(workdir)
+        except PathEscape as exc:
+            raise SandboxError(f"workdir {exc}") from None
+        if not self.files.is_dir(workdir):
             raise SandboxError(f"workdir {workdir}: not a directory inside the workspace")
         limit = timeout if timeout is not None else self.config.timeout_s
         cwd = str(self.workspace.root / workdir) if self.config.isolation == "none" else "/"

@@ -28,6 +28,7 @@ from overture.agent.search.chunks import Chunk, chunk_file, indexable
 from overture.agent.search.embeddings import embed
 from overture.agent.search.vector_store import VectorStore, default_cache_dir, text_key
 from overture.sandbox import ConfinedFiles
+from overture.sandbox.files import looks_binary
 
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, str], BaseIndex] = {}
@@ -70,7 +71,7 @@ def read_chunks(files: ConfinedFiles, path: str) -> tuple[str, list[Chunk]]:
         data = files.read_bytes(path)
     except (OSError, ValueError):
         return "", []
-    if b"\0" in data[:8192]:
+    if looks_binary(data):
         return digest(data), []
     return digest(data), chunk_file(path, data.decode("utf-8", errors="replace"))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
 from overture.sandbox import PathEscape
-from overture.sandbox.files import glob_to_regex
+from overture.sandbox.files import glob_to_regex, looks_binary
 
 
 def _file_error(path: str, exc: Exception) -> ToolError:
@@ -39,7 +39,7 @@ async def _in_thread(path: str, fn: Any, *args: Any) -> Any:
 async def read_text(context: ToolContext, path: str) -> str:
     """The text of a workspace file; binary files are refused."""
     data: bytes = await _in_thread(path, context.sandbox.files.read_bytes, path)
-    if b"\0" in data[:8192]:
+    if looks_binary(data):
         raise ToolError(f"{path}: binary file ({len(data)} bytes); not shown")
     return data.decode("utf-8", errors="replace")
 

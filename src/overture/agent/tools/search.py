@@ -13,7 +13,7 @@ from typing import Any
 from overture.agent.search import EpisodeSearch, Hit, base_index
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
 from overture.sandbox import PathEscape
-from overture.sandbox.files import workspace_relative
+from overture.sandbox.files import inside_workspace
 
 SNIPPET_LINES = 12
 
@@ -48,11 +48,9 @@ async def codebase_search(context: ToolContext, args: dict[str, Any]) -> str:
     if not query:
         raise ToolError("query is empty; describe in words what you are looking for")
     try:
-        directory = str(workspace_relative(args["directory"]))
+        directory = inside_workspace(args["directory"])
     except PathEscape as exc:
         raise ToolError(str(exc)) from None
-    if directory == ".." or directory.startswith("../"):
-        raise ToolError(f"{args['directory']}: outside the workspace")
 
     def run() -> list[Hit]:
         return episode_search(context).search(query, directory, context.config.search_results)

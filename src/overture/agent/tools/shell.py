@@ -13,7 +13,7 @@ from typing import Any
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
 from overture.agent.tools.files import cut_line
 from overture.sandbox import WORKSPACE_MOUNT, PathEscape
-from overture.sandbox.files import workspace_relative
+from overture.sandbox.files import inside_workspace
 
 GREP_TIMEOUT_S = 30.0
 MIN_COMMAND_TIMEOUT_S = 1.0
@@ -21,12 +21,9 @@ MIN_COMMAND_TIMEOUT_S = 1.0
 
 def _relative(path: str) -> str:
     try:
-        relative = str(workspace_relative(path))
+        return inside_workspace(path)
     except PathEscape as exc:
         raise ToolError(str(exc)) from None
-    if relative == ".." or relative.startswith("../"):
-        raise ToolError(f"{path}: outside the workspace")
-    return relative
 
 
 def grep_argv(args: dict[str, Any]) -> list[str]:
