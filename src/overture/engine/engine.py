@@ -142,6 +142,10 @@ class Engine:
         """Queue one request; raises `RequestError` at once if it cannot be served."""
         params = params or self.sampling_params(**sampling)
         self._check_request(prompt, params)
+        return self._submit_checked(prompt, params)
+
+    def _submit_checked(self, prompt: list[int], params: SamplingParams) -> RequestHandle:
+        """Queue a request already checked by `_check_request`."""
         if params.seed is None:
             params = replace(params, seed=secrets.randbits(63))
         return self._enqueue(list(prompt), params, random.Random(f"{params.seed}"))
@@ -154,7 +158,9 @@ class Engine:
         self._check_request(prompt, params)
         seed = params.seed if params.seed is not None else secrets.randbits(63)
         with self._wakeup:  # one inbox batch, so the samples are admitted in the same step
-            return [self.submit(prompt, replace(params, seed=_derive_seed(seed, j))) for j in range(n)]
+            return [
+                self._submit_checked(prompt, replace(params, seed=_derive_seed(seed, j))) for j in range(n)
+            ]
 
     def resume(self, partial: Completion, max_new_tokens: int | None = None) -> RequestHandle:
         """Continue an aborted request: prompt + its tokens are re-prefilled under the current
@@ -287,7 +293,7 @@ class Engine:
                 raise RequestError(f"prompt {i}: {exc}") from None
             requests.append((prompt, params))
         with self._wakeup:
-            return [self.submit(prompt, params) for prompt, params in requests]
+            return [self._submit_checked(prompt, params) for prompt, params in requests]
 
     # ------------------------------------------------------------------ the step thread
 
