@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from overture.config import RunConfig
+from overture.engine import Engine
 from overture.model import Transformer, load_pretrained, save_pretrained
 from overture.rl.devices import resolve_device
 from overture.rl.run_dir import RunDir
@@ -68,19 +69,14 @@ def held_out_loss(
     return loss
 
 
-@torch.no_grad()
-def greedy_continuation(model: Transformer, tokenizer: Tokenizer, prompt: str, new_tokens: int) -> str:
-    """Greedy decoding without a cache: enough for a demo's sample, not for serving."""
-    model.eval()
-    device = model.embed_tokens.weight.device
-    ids = tokenizer.encode(prompt)
-    for _ in range(new_tokens):
-        logits = model(torch.tensor([ids], device=device)).logits[0, -1]
-        ids.append(int(logits.argmax()))
-        if ids[-1] == tokenizer.endoftext_id:
-            break
-    model.train()
-    return tokenizer.decode(ids)
+def greedy_sample(model: Transformer, tokenizer: Tokenizer, prompt: str, new_tokens: int) -> str:
+    """`prompt` continued greedily by the engine, the way these weights will be served."""
+    prompt_ids = tokenizer.encode(prompt)
+    with Engine(model, tokenizer) as engine:
+        (completion,) = engine.generate(
+            [prompt_ids], max_new_tokens=new_tokens, temperature=0.0, stop_token_ids=[tokenizer.endoftext_id]
+        )
+    return tokenizer.decode(prompt_ids + completion.token_ids)
 
 
 def expert_load_cv(tokens_per_expert: torch.Tensor) -> float:
@@ -145,7 +141,7 @@ def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], N
     save_pretrained(model, checkpoint)
     tokenizer.save(checkpoint)
     reload_difference = _reload_difference(model, checkpoint, data.val[: training.seq_len][None].to(device))
-    sample = greedy_continuation(model, tokenizer, SAMPLE_PROMPT, 48)
+    sample = greedy_sample(model, tokenizer, SAMPLE_PROMPT, 48)
     summary = {
         "run_dir": str(run.path),
         "checkpoint": str(checkpoint),
