@@ -17,6 +17,7 @@ from typing import Any
 from overture.agent.policy import Generation
 from overture.text import Tokenizer
 from overture.text.chat import assistant_header_pieces
+from overture.text.conversation import encode_written
 
 
 def scripted_logprob(position: int) -> float:
@@ -83,8 +84,9 @@ class ScriptedPolicy:
         self._header = tokenizer.encode("".join(p.text for p in assistant_header_pieces() if not p.marker))
 
     def turn_tokens(self, turn: int) -> list[int]:
+        """The turn's tokens as a model writes them: marker strings (`<tool_call>`) as their ids."""
         text = self.script[turn] if turn < len(self.script) else ""
-        return [*self.tokenizer.encode(text), self.tokenizer.im_end_id]
+        return [*encode_written(self.tokenizer, text), self.tokenizer.im_end_id]
 
     def _position(self, prompt_ids: list[int]) -> tuple[int, int]:
         """(index of the open assistant turn, tokens of it already written) from the prompt."""

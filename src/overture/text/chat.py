@@ -16,6 +16,7 @@ Layout (`{…}` are holes):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,14 @@ def _marker(value: str) -> Piece:
 def render(pieces: Sequence[Piece]) -> str:
     """The text of `pieces`."""
     return "".join(piece.text for piece in pieces)
+
+
+_MARKER_SPLIT = re.compile("(" + "|".join(re.escape(marker) for marker in SPECIAL_TOKENS) + ")")
+
+
+def split_markers(text: str) -> list[Piece]:
+    """`text` as pieces: every marker string a marker, the stretches between them text."""
+    return [Piece(part, marker=part in SPECIAL_TOKENS) for part in _MARKER_SPLIT.split(text) if part]
 
 
 # ----------------------------------------------------------------------------- system turn

@@ -23,6 +23,7 @@ from overture.text.chat import (
     Piece,
     assistant_body_pieces,
     assistant_header_pieces,
+    split_markers,
     system_pieces,
     tool_response_pieces,
     user_pieces,
@@ -197,23 +198,33 @@ class Conversation:
         self.versions.extend([NOT_POLICY_VERSION] * len(ids))
 
     def _piece_ids(self, pieces: Sequence[Piece]) -> list[int]:
-        """Ids of pieces: markers by id, runs of adjacent text encoded together."""
-        ids: list[int] = []
-        pending: list[str] = []
-        for piece in pieces:
-            if not piece.marker:
-                pending.append(piece.text)
-                continue
-            if pending:
-                ids += self.tokenizer.encode("".join(pending))
-                pending = []
-            ids += self._marker_ids(piece.text)
-        if pending:
-            ids += self.tokenizer.encode("".join(pending))
-        return ids
+        return encode_pieces(self.tokenizer, pieces)
 
-    def _marker_ids(self, marker: str) -> list[int]:
-        # An external tokenizer may lack an optional marker (`<tool_response>` in older Qwen
-        # vocabularies); it is then spelled out as text, which decodes the same.
-        found = self.tokenizer.find_token_id(marker)
-        return [found] if found is not None else self.tokenizer.encode(marker)
+
+def encode_pieces(tokenizer: Tokenizer, pieces: Sequence[Piece]) -> list[int]:
+    """Ids of pieces: markers by id, runs of adjacent text encoded together."""
+    ids: list[int] = []
+    pending: list[str] = []
+    for piece in pieces:
+        if not piece.marker:
+            pending.append(piece.text)
+            continue
+        if pending:
+            ids += tokenizer.encode("".join(pending))
+            pending = []
+        ids += _marker_ids(tokenizer, piece.text)
+    if pending:
+        ids += tokenizer.encode("".join(pending))
+    return ids
+
+
+def encode_written(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Ids of text as a model writes it: the format's marker strings by id, the rest as content."""
+    return encode_pieces(tokenizer, split_markers(text))
+
+
+def _marker_ids(tokenizer: Tokenizer, marker: str) -> list[int]:
+    # An external tokenizer may lack an optional marker (`<tool_response>` in older Qwen
+    # vocabularies); it is then spelled out as text, which decodes the same.
+    found = tokenizer.find_token_id(marker)
+    return [found] if found is not None else tokenizer.encode(marker)
