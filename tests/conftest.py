@@ -30,3 +30,12 @@ def tiny_model_config(**overrides) -> ModelConfig:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def numbers_task_set(tmp_path_factory):
+    """(folder, tasks): eight tasks synthesized once from the small repository of `tasks_helpers`."""
+    from tasks_helpers import synthesize
+
+    root = tmp_path_factory.mktemp("numbers_tasks")
+    return root, synthesize(root, 8)

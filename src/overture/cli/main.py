@@ -1,21 +1,17 @@
-"""The `overture` command line.
-
-Every command turns the project's known errors (bad config, bad checkpoint, bad tokenizer,
-an existing run directory) into one clear message and exit status 2, never a traceback.
-"""
+"""The `overture` command line: configs, training, sandboxes, tools and the agent (`tasks` lives in
+`tasks_cmd`). Errors are reported as `cli.common.reports_errors` says."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from overture.config import ConfigError, config_to_toml, load_config
+from overture.cli.common import ConfigPath, Overrides, console, reports_errors
+from overture.cli.tasks_cmd import tasks_app
+from overture.config import config_to_toml, load_config
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="overture: RL for agentic coding models.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect run configurations.")
@@ -24,40 +20,7 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in isolated, 
 app.add_typer(sandbox_app, name="sandbox")
 tools_app = typer.Typer(no_args_is_help=True, help="Run the agent's tools, as an episode would.")
 app.add_typer(tools_app, name="tools")
-console = Console(stderr=True)
-
-ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
-Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a key: section.key=value")]
-
-
-def reports_errors(command: Callable) -> Callable:
-    """Turn the project's input errors into a message naming what is wrong and exit status 2."""
-
-    @wraps(command)
-    def run(*args, **kwargs):
-        from overture.model import CheckpointError
-        from overture.rl.checkpoints import TrainingCheckpointError
-        from overture.rl.demonstrations import DemonstrationError
-        from overture.rl.run_dir import RunDirError
-        from overture.sandbox import SandboxError
-        from overture.text import TokenizerError
-
-        known = (
-            SandboxError,
-            ConfigError,
-            CheckpointError,
-            TokenizerError,
-            RunDirError,
-            TrainingCheckpointError,
-            DemonstrationError,
-        )
-        try:
-            return command(*args, **kwargs)
-        except known as exc:
-            console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return run
+app.add_typer(tasks_app, name="tasks")
 
 
 @config_app.command("show")

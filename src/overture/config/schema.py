@@ -227,13 +227,30 @@ class SandboxConfig(Section):
 
 
 class TasksConfig(Section):
-    """Where tasks come from and how they are rewarded."""
+    """Where tasks come from, how they are synthesized and split, and how they are rewarded."""
 
     source: str = Field("builtin", description="'builtin' or a JSONL file of tasks")
     train_size: int = Field(64, gt=0)
     eval_size: int = Field(16, ge=0)
-    reward: Literal["binary", "fraction"] = "binary"
+    reward: Literal["binary", "fraction"] = Field(
+        "binary", description="'binary': 1 when resolved; 'fraction': share of FAIL_TO_PASS passing, P2P intact"
+    )
     max_turns: int = Field(8, gt=0)
+    turn_cost: float = Field(0.0, ge=0, description="subtracted from the reward per assistant turn")
+    invalid_call_cost: float = Field(0.0, ge=0, description="subtracted from the reward per invalid tool call")
+    test_timeout_s: float = Field(120.0, gt=0, description="wall-clock limit of one grading test run")
+    pass_to_pass: int = Field(
+        25, ge=0, description="synthesis: PASS_TO_PASS tests sampled per task from those still passing"
+    )
+    heldout_function_fraction: float = Field(
+        0.2, ge=0, lt=1, description="synthesis: share of functions whose tasks are held out"
+    )
+    heldout_repos: list[str] = Field(
+        default_factory=list, description="synthesis: repositories whose tasks are all held out"
+    )
+    max_candidates: int = Field(
+        0, ge=0, description="synthesis: candidate mutations to try at most; 0 = as many as it takes"
+    )
 
 
 class AgentConfig(Section):

@@ -1,0 +1,177 @@
+"""`overture tasks`: synthesize task sets from repositories, re-validate them, solve them with the oracle.
+
+Each command prints one JSON object on stdout (progress goes to stderr), so scripts can read
+the result: `synth` what it produced, `check` the bad tasks (exit status 1 when there are any),
+`solve --oracle` what was solved and why the rest was not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from overture.cli.common import Overrides, console, reports_errors
+from overture.config import load_config
+
+tasks_app = typer.Typer(no_args_is_help=True, help="Verifiable coding tasks: synthesize, check, solve.")
+
+TaskFile = Annotated[Path, typer.Argument(help="JSONL task file")]
+ConfigOption = Annotated[
+    Path | None, typer.Option(help="TOML run configuration ([tasks], [sandbox], [agent])")
+]
+Jobs = Annotated[int | None, typer.Option(help="sandboxes working at once (default: CPU count)")]
+
+
+def _progress() -> Progress:
+    name, note = TextColumn("{task.description}"), TextColumn("{task.fields[note]}")
+    return Progress(name, BarColumn(), MofNCompleteColumn(), note, TimeElapsedColumn(), console=console)
+
+
+def _jobs(jobs: int | None) -> int:
+    if jobs is not None and jobs < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--jobs")
+    return jobs or os.cpu_count() or 1
+
+
+@tasks_app.command("synth")
+@reports_errors
+def synth(
+    out: Annotated[Path, typer.Option(help="task file to write (snapshots go to snapshots/ beside it)")],
+    n: Annotated[int, typer.Option("--n", help="tasks to synthesize, spread evenly over the repositories")],
+    repo: Annotated[
+        list[Path] | None, typer.Option(help="repository with a pytest suite (repeatable)")
+    ] = None,
+    bundled: Annotated[bool, typer.Option(help="also use every repository bundled with overture")] = False,
+    seed: Annotated[int, typer.Option(help="seed of candidate order, test samples and splits")] = 0,
+    test_cmd: Annotated[
+        str, typer.Option(help="command that runs the repository's tests")
+    ] = "python -m pytest",
+    jobs: Jobs = None,
+    config: ConfigOption = None,
+    set_: Overrides = None,
+) -> None:
+    """Synthesize bugs in Python repositories, keep those a test notices, and write them as tasks."""
+    from overture.tasks.task_sets import build_task_set, bundled_repos, summary
+
+    if n < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--n")
+    repos = [*(repo or []), *(bundled_repos() if bundled else [])]
+    if not repos:
+        raise typer.BadParameter("give --repo DIR (repeatable) or --bundled")
+    for path in repos:
+        if not path.is_dir():
+            raise typer.BadParameter(f"{path}: not a directory", param_hint="--repo")
+    run_config = load_config(config, set_ or [])
+    with _progress() as bar:
+        bars: dict[str, int] = {}
+
+        def show(stats) -> None:
+            if stats.repo not in bars:
+                bars[stats.repo] = bar.add_task(stats.repo, total=None, note="")
+            note = f"{stats.candidates} tried, {stats.unnoticed} unnoticed, {stats.timed_out} timed out"
+            bar.update(bars[stats.repo], completed=stats.valid, note=note)
+
+        tasks, stats = asyncio.run(
+            build_task_set(repos, out, n, run_config, seed, test_cmd, _jobs(jobs), show)
+        )
+    typer.echo(json.dumps({"out": str(out), **summary(tasks, stats)}))
+
+
+@tasks_app.command("check")
+@reports_errors
+def check(
+    task_file: TaskFile, jobs: Jobs = None, config: ConfigOption = None, set_: Overrides = None
+) -> None:
+    """Re-validate every task: fails on its starting workspace, passes with its reference fix."""
+    from overture.sandbox import SandboxPool
+    from overture.tasks.check import check_tasks
+    from overture.tasks.spec import read_tasks
+
+    tasks = read_tasks(task_file)
+    run_config = load_config(config, set_ or [])
+
+    async def run():
+        async with SandboxPool(run_config.sandbox) as pool:
+            with _progress() as bar:
+                handle = bar.add_task("checking", total=len(tasks), note="")
+                bad = 0
+
+                def show(result) -> None:
+                    nonlocal bad
+                    bad += not result.ok
+                    bar.update(handle, advance=1, note=f"{bad} bad")
+
+                return await check_tasks(tasks, pool, run_config.tasks, _jobs(jobs), show)
+
+    results = asyncio.run(run())
+    bad = [{"instance_id": r.instance_id, "problems": r.problems} for r in results if not r.ok]
+    typer.echo(json.dumps({"checked": len(results), "ok": len(results) - len(bad), "bad": bad}))
+    if bad:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("solve")
+@reports_errors
+def solve(
+    task_file: TaskFile,
+    oracle: Annotated[
+        bool, typer.Option(help="solve with the scripted oracle (uses the reference fix)")
+    ] = False,
+    split: Annotated[str | None, typer.Option(help="only tasks of this split (train or heldout)")] = None,
+    limit: Annotated[int | None, typer.Option(help="only the first N tasks")] = None,
+    demos: Annotated[
+        Path | None, typer.Option(help="write the solved episodes as SFT demonstrations (JSONL)")
+    ] = None,
+    trajectories: Annotated[Path | None, typer.Option(help="write every trajectory (JSONL)")] = None,
+    jobs: Jobs = None,
+    config: ConfigOption = None,
+    set_: Overrides = None,
+) -> None:
+    """Solve tasks through the real tools and grade them; print a JSON summary (solved, failed, why)."""
+    from overture.sandbox import SandboxPool
+    from overture.tasks.oracle import solve_all
+    from overture.tasks.spec import read_tasks
+    from overture.text import train_default_tokenizer
+
+    if not oracle:
+        raise typer.BadParameter("only --oracle is available here; a model is evaluated by `overture eval`")
+    tasks = [task for task in read_tasks(task_file) if split is None or task.split == split]
+    tasks = tasks[:limit] if limit is not None else tasks
+    run_config = load_config(config, set_ or [])
+    tokenizer = train_default_tokenizer(run_config.tokenizer.vocab_size)
+
+    async def run():
+        async with SandboxPool(run_config.sandbox) as pool:
+            with _progress() as bar:
+                handle = bar.add_task("solving", total=len(tasks), note="")
+                solved = 0
+
+                def show(result) -> None:
+                    nonlocal solved
+                    solved += result.solved
+                    bar.update(handle, advance=1, note=f"{solved} solved")
+
+                return await solve_all(tasks, pool, tokenizer, run_config, _jobs(jobs), show)
+
+    results = asyncio.run(run())
+    if demos is not None:
+        _write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])
+    if trajectories is not None:
+        _write_jsonl(trajectories, [r.trajectory.to_dict() for r in results if r.trajectory is not None])
+    solved = sum(r.solved for r in results)
+    typer.echo(json.dumps({
+        "tasks": len(results), "solved": solved, "failed": len(results) - solved,
+        "solve_rate": solved / len(results) if results else 0.0,
+        "failures": [{"instance_id": r.instance_id, "why": r.why} for r in results if not r.solved],
+    }))  # fmt: skip
+
+
+def _write_jsonl(path: Path, records: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))

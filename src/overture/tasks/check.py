@@ -1,0 +1,102 @@
+"""Re-validating tasks: each must fail on its starting workspace and pass with its reference fix.
+
+For every task, in its own sandbox over the task's starting workspace (`test_patch` applied
+first when there is one): every FAIL_TO_PASS test must not pass and every PASS_TO_PASS test
+must pass; then, with the reference `patch` applied, every test of both lists must pass.
+Anything else is a problem, named in the task's `CheckResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from overture.config import TasksConfig
+from overture.sandbox import SandboxError, SandboxPool
+from overture.tasks.grading import patch_workspace
+from overture.tasks.pytest_report import PytestRun, run_pytest
+from overture.tasks.snapshots import starting_base
+from overture.tasks.spec import Task, TaskError
+
+MAX_NAMED = 5
+
+
+@dataclass
+class CheckResult:
+    instance_id: str
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _named(tests: list[str]) -> str:
+    shown = ", ".join(tests[:MAX_NAMED])
+    return shown + (f" and {len(tests) - MAX_NAMED} more" if len(tests) > MAX_NAMED else "")
+
+
+def _run_problems(run: PytestRun, when: str) -> list[str]:
+    if run.result.timed_out:
+        return [f"{when}: the tests ran past their time limit"]
+    return []
+
+
+async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> CheckResult:
+    """The problems of one task (none for a valid task)."""
+    started = time.monotonic()
+    result = CheckResult(task.instance_id)
+    problems = result.problems
+    if not task.patch.strip():
+        problems.append("no reference fix (`patch` is empty)")
+    try:
+        base = await asyncio.to_thread(starting_base, task)
+        async with pool.sandbox(base) as box:
+            if task.test_patch and (trouble := await patch_workspace(box, task.test_patch)):
+                problems.append(f"test_patch does not apply: {trouble}")
+            before = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
+            problems += _run_problems(before, "before the fix")
+            passing = before.passed
+            if early := [t for t in task.FAIL_TO_PASS if t in passing]:
+                problems.append(f"FAIL_TO_PASS already pass before the fix: {_named(early)}")
+            if broken := [t for t in task.PASS_TO_PASS if t not in passing]:
+                problems.append(f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
+            if task.patch.strip():
+                if trouble := await patch_workspace(box, task.patch):
+                    problems.append(f"the reference fix does not apply: {trouble}")
+                else:
+                    after = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
+                    problems += _run_problems(after, "with the fix")
+                    if failing := [t for t in task.test_ids if t not in after.passed]:
+                        problems.append(f"tests do not pass with the reference fix: {_named(failing)}")
+    except (TaskError, SandboxError, OSError) as exc:
+        problems.append(f"{exc.__class__.__name__}: {exc}")
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+async def check_tasks(
+    tasks: Sequence[Task],
+    pool: SandboxPool,
+    config: TasksConfig,
+    jobs: int,
+    progress: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Check every task, `jobs` at a time; results in task order."""
+    gate = asyncio.Semaphore(jobs)
+
+    async def one(task: Task) -> CheckResult:
+        async with gate:
+            result = await check_task(pool, task, config)
+        if progress is not None:
+            progress(result)
+        return result
+
+    return list(await asyncio.gather(*(one(task) for task in tasks)))

@@ -1,0 +1,60 @@
+"""One task attempted by a policy: its starting workspace, the agent episode in a sandbox, the grade.
+
+`run_task_episode` is the environment step the RL orchestrator and the evaluators share: the
+policy works on the task's starting workspace through the agent's tools, then the same sandbox
+is graded (`overture.tasks.grading`) and the trajectory gets its reward and `reward_info`.
+An episode that failed (the policy raised, the sandbox died) is not graded: reward 0, with the
+reason in `reward_info`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from overture.agent import Episode, Policy, ToolSet, Trajectory
+from overture.agent.episode import Observer
+from overture.config import RunConfig
+from overture.sandbox import SandboxError, SandboxPool
+from overture.tasks.grading import grade, reward
+from overture.tasks.snapshots import starting_base
+from overture.tasks.spec import Task
+from overture.text import Tokenizer
+
+
+async def run_task_episode(
+    task: Task,
+    policy: Policy,
+    pool: SandboxPool,
+    tokenizer: Tokenizer,
+    config: RunConfig,
+    tools: ToolSet | None = None,
+    group_id: str = "",
+    observer: Observer | None = None,
+) -> Trajectory:
+    """Run one episode of `policy` on `task` and grade it (see the module docstring)."""
+    base = await asyncio.to_thread(starting_base, task)
+    async with pool.sandbox(base) as box:
+        episode = Episode(
+            policy, box, tokenizer, task.problem_statement, config.agent, tools,
+            task_id=task.instance_id, group_id=group_id, observer=observer,
+        )  # fmt: skip
+        trajectory = await episode.run()
+        if trajectory.status in ("failed", "aborted"):
+            trajectory.reward = 0.0
+            trajectory.reward_info.update(score=0.0, resolution="none", reason=f"episode {trajectory.status}")
+            return trajectory
+        try:
+            result = await grade(task, box, config.tasks)
+        except (SandboxError, OSError) as exc:
+            trajectory.reward = 0.0
+            trajectory.reward_info.update(score=0.0, resolution="none", reason=f"grading failed: {exc}")
+            return trajectory
+    trajectory.reward, info = reward(
+        result,
+        config.tasks,
+        turns=len(trajectory.turns),
+        invalid_calls=trajectory.metrics.get("invalid_calls", 0),
+    )
+    trajectory.reward_info.update(info)
+    trajectory.metrics["resolved"] = result.resolution == "resolved"
+    return trajectory

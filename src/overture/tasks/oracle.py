@@ -1,0 +1,249 @@
+"""The oracle solver: a scripted agent that fixes a task through the real tools.
+
+It works as a model would have to — search, read, edit, run the tests, finish — and uses the
+task's reference fix only to decide what to type: which file to open, which lines to read, and
+the `old_string`/`new_string` of its edits (the smallest stretch of the file around each change
+that occurs once in it, as a careful agent copies it). The turns are:
+
+1. `grep` for the definition of the function involved and `codebase_search` for the failing
+   test's behaviour, in parallel;
+2. `read_file` around the code to change and `grep` the failing test with context, in parallel;
+3. one `search_replace` per change (`write_file`/`delete_file` for whole files);
+4. `run_terminal_cmd` with the failing tests;
+5. `finish`.
+
+Every call goes through `ToolSet` in a sandbox and the result is graded like any episode, so a
+solved task proves the environment end to end. The trajectory doubles as a demonstration for
+supervised fine-tuning (`demonstration()` gives it in the `messages` format `overture sft` reads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import keyword
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from overture.agent import ScriptedPolicy, ToolSet, Trajectory
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.tasks.episodes import run_task_episode
+from overture.tasks.snapshots import apply_patch, patched_files, starting_base
+from overture.tasks.spec import Task
+from overture.text import Tokenizer, ToolCall
+from overture.text.chat import assistant_body_pieces, render
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+READ_MARGIN = 8
+
+
+@dataclass
+class Edit:
+    """One change the oracle types: replace `old` by `new` in `path` (whole-file when `old` is None)."""
+
+    path: str
+    old: str | None
+    new: str | None
+    line: int = 1
+
+
+@dataclass
+class OracleTurn:
+    content: str
+    calls: list[ToolCall]
+
+    def text(self) -> str:
+        """The turn body as the policy writes it (without the closing `<|im_end|>`)."""
+        return render(assistant_body_pieces(self.content, self.calls)[:-1])
+
+
+def plan_edits(task: Task, base: Path) -> list[Edit]:
+    """The edits that turn the starting workspace into the fixed one, from the reference patch."""
+    files = patched_files(task.patch)
+    with tempfile.TemporaryDirectory(prefix="overture-oracle-") as scratch:
+        fixed_root = Path(scratch)
+        for rel in files:
+            if (base / rel).is_file():
+                (fixed_root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(base / rel, fixed_root / rel)
+        apply_patch(fixed_root, task.patch, f"task {task.instance_id}: patch")
+        edits = []
+        for rel in sorted(files):
+            before = (base / rel).read_text() if (base / rel).is_file() else None
+            after = (fixed_root / rel).read_text() if (fixed_root / rel).is_file() else None
+            edits += file_edits(rel, before, after)
+    return edits
+
+
+def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
+    """Edits for one file: each changed stretch widened until its old text is unique."""
+    if before is None or after is None:
+        return [Edit(rel, None, after)]
+    old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    edits = []
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for widen in range(len(old_lines) + 1):
+            start, stop = max(0, i1 - widen), i2 + widen
+            old = "".join(old_lines[start:stop])
+            if old and before.count(old) == 1:
+                break
+        new = "".join([*old_lines[start:i1], *new_lines[j1:j2], *old_lines[i2:stop]])
+        edits.append(Edit(rel, old, new, start + 1))
+    return edits
+
+
+def _function_name(task: Task, edits: list[Edit]) -> str:
+    function = str(task.metadata.get("function") or "")
+    if function:
+        return function.split(".")[-1]
+    for edit in edits:
+        for word in IDENTIFIER.findall(edit.old or edit.new or ""):
+            if not keyword.iskeyword(word):
+                return word
+    return Path(edits[0].path).stem if edits else "main"
+
+
+def _test_parts(test_id: str) -> tuple[str, str]:
+    """(file, function name) of a pytest id such as `tests/test_x.py::TestA::test_b[1]`."""
+    path, _, rest = test_id.partition("::")
+    return path, rest.split("::")[-1].split("[")[0]
+
+
+def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
+    """The oracle's assistant turns for `task` (see the module docstring)."""
+    name = _function_name(task, edits)
+    test_file, test_function = _test_parts(task.FAIL_TO_PASS[0])
+    behaviour = test_function.removeprefix("test_").replace("_", " ")
+    first = edits[0]
+    turns = [
+        OracleTurn(
+            f"The report points at a failing test. I'll look for `{name}` and for code about {behaviour}.",
+            [
+                ToolCall("grep", {"pattern": rf"def {name}\b", "glob": "*.py", "output_mode": "content"}),
+                ToolCall("codebase_search", {"query": behaviour}),
+            ],
+        )
+    ]
+    reads = []
+    if first.old is not None:
+        offset, limit = max(1, first.line - READ_MARGIN), first.old.count("\n") + 1 + 2 * READ_MARGIN
+        reads.append(ToolCall("read_file", {"path": first.path, "offset": offset, "limit": limit}))
+    if test_function:
+        reads.append(
+            ToolCall("grep", {"pattern": rf"def {test_function}\b", "path": test_file, "context": 6})
+        )
+    turns.append(OracleTurn(f"Let me read `{first.path}` and the failing test.", reads))
+    turns.append(OracleTurn(
+        f"The code in `{first.path}` does not do what the test expects. Fixing it.",
+        [_edit_call(edit) for edit in edits],
+    ))  # fmt: skip
+    ids = " ".join(shlex.quote(test) for test in task.FAIL_TO_PASS[:20])
+    turns.append(OracleTurn(
+        "Now the failing tests should pass.",
+        [ToolCall("run_terminal_cmd", {"command": f"{task.test_cmd} -q -p no:cacheprovider {ids}"})],
+    ))  # fmt: skip
+    summary = f"Fixed `{name}` in `{first.path}`; the failing tests pass now."
+    turns.append(OracleTurn("", [ToolCall("finish", {"summary": summary})]))
+    return turns
+
+
+def _edit_call(edit: Edit) -> ToolCall:
+    if edit.old is None and edit.new is None:
+        return ToolCall("delete_file", {"file_path": edit.path})
+    if edit.old is None:
+        return ToolCall("write_file", {"file_path": edit.path, "contents": edit.new})
+    return ToolCall(
+        "search_replace", {"file_path": edit.path, "old_string": edit.old, "new_string": edit.new}
+    )
+
+
+def demonstration(trajectory: Trajectory, turns: list[OracleTurn], tools: ToolSet) -> dict[str, Any]:
+    """The episode as an SFT demonstration (`{"messages": [...]}`, the format `overture sft` reads)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": trajectory.system, "tools": tools.schemas()},
+        {"role": "user", "content": trajectory.prompt},
+    ]
+    for planned, record in zip(turns, trajectory.turns, strict=False):
+        messages.append({
+            "role": "assistant", "content": planned.content,
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in planned.calls],
+        })  # fmt: skip
+        if record["responses_appended"]:
+            messages += [{"role": "tool", "content": call["response"]} for call in record["calls"]]
+    return {"messages": messages, "task_id": trajectory.task_id}
+
+
+@dataclass
+class OracleResult:
+    instance_id: str
+    solved: bool
+    why: str
+    trajectory: Trajectory | None = None
+    demonstration: dict[str, Any] | None = None
+
+
+async def solve_with_oracle(
+    task: Task, pool: SandboxPool, tokenizer: Tokenizer, config: RunConfig, tools: ToolSet | None = None
+) -> OracleResult:
+    """Run the oracle on one task; whether the graded result is resolved, and why not."""
+    tools = tools or ToolSet()
+    try:
+        base = await asyncio.to_thread(starting_base, task)
+        edits = await asyncio.to_thread(plan_edits, task, base)
+    except (ValueError, OSError) as exc:
+        return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
+    if not edits:
+        return OracleResult(task.instance_id, False, "the reference patch changes nothing")
+    turns = oracle_turns(task, edits)
+    policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
+    trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
+    solved = trajectory.reward_info.get("resolution") == "resolved"
+    why = "resolved" if solved else _why_not(trajectory)
+    return OracleResult(task.instance_id, solved, why, trajectory, demonstration(trajectory, turns, tools))
+
+
+def _why_not(trajectory: Trajectory) -> str:
+    info = trajectory.reward_info
+    failed_calls = [
+        f"{call['name']}: {call['response'][:200]}"
+        for turn in trajectory.turns for call in turn["calls"] if call["error"]
+    ]  # fmt: skip
+    parts = [
+        f"{info.get('resolution', 'none')}",
+        info.get("reason", ""),
+        trajectory.status_reason,
+        *failed_calls[:2],
+    ]
+    return "; ".join(part for part in parts if part)
+
+
+async def solve_all(
+    tasks: list[Task],
+    pool: SandboxPool,
+    tokenizer: Tokenizer,
+    config: RunConfig,
+    jobs: int,
+    progress: Callable[[OracleResult], None] | None = None,
+) -> list[OracleResult]:
+    """The oracle on every task, `jobs` at a time; results in task order."""
+    gate = asyncio.Semaphore(jobs)
+    tools = ToolSet()
+
+    async def one(task: Task) -> OracleResult:
+        async with gate:
+            result = await solve_with_oracle(task, pool, tokenizer, config, tools)
+        if progress is not None:
+            progress(result)
+        return result
+
+    return list(await asyncio.gather(*(one(task) for task in tasks)))

@@ -1,0 +1,275 @@
+"""Bug synthesis: tasks from any local Python repository with a pytest suite.
+
+1. The repository is snapshotted (no history) and its suite runs once on the clean code in a
+   sandbox; tests that do not pass there are ignored from then on.
+2. Every function of every non-test module yields candidate mutations
+   (`overture.tasks.mutations`); candidates are shuffled with the seed and interleaved across
+   functions, so that a budget of N tasks spreads over the code base. Candidates whose mutated
+   file is identical to an earlier one are dropped.
+3. Candidates are validated concurrently, each in its own sandbox over the snapshot: the
+   mutated file is written in and the whole suite runs. A candidate becomes a task only if at
+   least one test that passed on the clean code no longer passes: those tests are
+   FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests still passing. A run past its time limit
+   (a mutation that loops) is dropped.
+4. The problem statement is written from the failure (`overture.tasks.statement`), never from
+   the change. `setup_patch` makes the bug from the snapshot; `patch` is the reference fix.
+5. Splits: all tasks of a repository in `tasks.heldout_repos`, and all tasks of a share
+   (`tasks.heldout_function_fraction`) of the functions, chosen by a hash of the function's
+   name and the seed, are `heldout`; the rest `train`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.sandbox.diff import file_diff
+from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
+from overture.tasks.pytest_report import run_pytest
+from overture.tasks.snapshots import repository_files, store_snapshot
+from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
+from overture.tasks.statement import is_test_path, write_statement
+
+NON_LIBRARY = frozenset({"setup.py", "conftest.py", "noxfile.py"})
+
+
+class SynthesisError(TaskError):
+    """A repository that cannot be synthesized from (its suite does not run or nothing passes)."""
+
+
+@dataclass
+class SynthesisStats:
+    """Counts of one synthesis run, by outcome."""
+
+    repo: str = ""
+    candidates: int = 0
+    duplicates: int = 0
+    valid: int = 0
+    unnoticed: int = 0  # no test went from pass to fail
+    timed_out: int = 0
+    errors: int = 0
+    clean_passing: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Baseline:
+    """A repository's snapshot and what its suite does on the clean code."""
+
+    repo: str
+    snapshot: Path
+    test_cmd: str
+    passed: list[str]
+    seconds: float
+
+
+Progress = Callable[[SynthesisStats], None]
+
+
+def library_files(snapshot: Path) -> list[str]:
+    """The Python files of a snapshot that bugs go into: not tests, not packaging scripts."""
+    return [
+        rel for rel in repository_files(snapshot)
+        if rel.endswith(".py") and not is_test_path(rel) and Path(rel).name not in NON_LIBRARY
+        and not (snapshot / rel).is_symlink()
+    ]  # fmt: skip
+
+
+async def run_baseline(
+    pool: SandboxPool, repo: str, snapshot: Path, test_cmd: str, timeout: float
+) -> Baseline:
+    """Run the suite on the clean snapshot; the tests that pass there."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with pool.sandbox(snapshot) as box:
+        run = await run_pytest(box, test_cmd, [], timeout)
+    if run.result.timed_out:
+        raise SynthesisError(f"{repo}: the test suite ran past {timeout:g}s on the clean code")
+    passed = [test for test in run.outcomes if test in run.passed]
+    if not passed:
+        tail = (run.result.stdout + run.result.stderr).strip()[-800:]
+        raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`):\n{tail}")
+    return Baseline(repo, snapshot, test_cmd, passed, loop.time() - started)
+
+
+def ordered_candidates(snapshot: Path, files: list[str], seed: int) -> list[Mutation]:
+    """Every mutation of `files`, shuffled with `seed` and interleaved across functions."""
+    by_function: dict[tuple[str, str], list[Mutation]] = defaultdict(list)
+    for rel in files:
+        try:
+            mutations = find_mutations((snapshot / rel).read_text(), rel)
+        except (MutationError, UnicodeDecodeError):
+            continue  # a file libcst cannot parse has no candidates
+        for mutation in mutations:
+            by_function[(mutation.path, mutation.function)].append(mutation)
+    rng = random.Random(seed)
+    groups = [by_function[key] for key in sorted(by_function)]
+    rng.shuffle(groups)
+    for group in groups:
+        rng.shuffle(group)
+    ordered = []
+    for depth in range(max((len(g) for g in groups), default=0)):
+        ordered += [group[depth] for group in groups if depth < len(group)]
+    return ordered
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    """The lines that differ between two versions of a file (both sides)."""
+    lines = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+        None, before.splitlines(), after.splitlines(), autojunk=False
+    ).get_opcodes():
+        if tag != "equal":
+            lines += before.splitlines()[i1:i2] + after.splitlines()[j1:j2]
+    return lines
+
+
+class Synthesizer:
+    """Validates candidates of one repository and turns the valid ones into tasks."""
+
+    def __init__(self, pool: SandboxPool, baseline: Baseline, config: RunConfig, seed: int) -> None:
+        self.pool, self.baseline, self.config = pool, baseline, config
+        self.seed = seed
+        clean_limit = max(10.0, 5 * baseline.seconds)
+        self.timeout = min(config.tasks.test_timeout_s, clean_limit)
+        self.stats = SynthesisStats(repo=baseline.repo, clean_passing=len(baseline.passed))
+        self._sources: dict[str, str] = {}
+        self._seen: set[str] = set()
+
+    def source(self, rel: str) -> str:
+        if rel not in self._sources:
+            self._sources[rel] = (self.baseline.snapshot / rel).read_text()
+        return self._sources[rel]
+
+    def mutate(self, mutation: Mutation) -> str | None:
+        """The mutated file, or None for a duplicate of an earlier candidate."""
+        try:
+            mutated = apply_mutation(self.source(mutation.path), mutation)
+        except MutationError:
+            self.stats.errors += 1
+            return None
+        key = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()
+        if key in self._seen or mutated == self.source(mutation.path):
+            self.stats.duplicates += 1
+            return None
+        self._seen.add(key)
+        return mutated
+
+    async def validate(self, mutation: Mutation, mutated: str) -> Task | None:
+        """Run the suite on the mutated code; the task, if some test notices."""
+        async with self.pool.sandbox(self.baseline.snapshot) as box:
+            box.files.write_text(mutation.path, mutated)
+            run = await run_pytest(box, self.baseline.test_cmd, [], self.timeout)
+        if run.result.timed_out:
+            self.stats.timed_out += 1
+            return None
+        broken = [test for test in self.baseline.passed if test not in run.passed]
+        if not broken:
+            self.stats.unnoticed += 1
+            return None
+        clean = self.source(mutation.path)
+        digest = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()[:10]
+        instance_id = f"{self.baseline.repo}__{mutation.kind}-{digest}"
+        still = [test for test in self.baseline.passed if test not in broken]
+        rng = random.Random(f"{self.seed}:{instance_id}")
+        sampled = set(rng.sample(still, min(self.config.tasks.pass_to_pass, len(still))))
+        statement = write_statement(
+            self.baseline.repo, broken, {test: run.failure(test) for test in broken},
+            changed_lines(clean, mutated), seed=instance_id,
+        )  # fmt: skip
+        return Task(
+            instance_id=instance_id,
+            repo=self.baseline.repo,
+            problem_statement=statement,
+            FAIL_TO_PASS=broken,
+            PASS_TO_PASS=[test for test in still if test in sampled],
+            base=str(self.baseline.snapshot),
+            setup_patch=file_diff(mutation.path, clean.encode(), mutated.encode()),
+            patch=file_diff(mutation.path, mutated.encode(), clean.encode()),
+            test_cmd=self.baseline.test_cmd,
+            metadata={
+                "kind": mutation.kind,
+                "file": mutation.path,
+                "function": mutation.function,
+                "line": mutation.line,
+                "description": mutation.description,
+                "synthesized": True,
+            },
+        )
+
+    async def run(
+        self, candidates: list[Mutation], wanted: int, jobs: int, progress: Progress | None
+    ) -> list[Task]:
+        """Validate candidates `jobs` at a time until `wanted` tasks or no candidates are left."""
+        tasks: list[Task] = []
+        limit = self.config.tasks.max_candidates or len(candidates)
+        queue = iter(candidates[:limit])
+        lock = asyncio.Lock()
+
+        async def worker() -> None:
+            while len(tasks) < wanted:
+                async with lock:
+                    mutation = next(queue, None)
+                if mutation is None:
+                    return
+                mutated = self.mutate(mutation)
+                if mutated is None:
+                    continue
+                self.stats.candidates += 1
+                task = await self.validate(mutation, mutated)
+                if task is not None and len(tasks) < wanted:
+                    tasks.append(task)
+                    self.stats.valid += 1
+                if progress is not None:
+                    progress(self.stats)
+
+        await asyncio.gather(*(worker() for _ in range(jobs)))
+        return tasks
+
+
+def assign_splits(tasks: list[Task], heldout_repos: list[str], fraction: float, seed: int) -> None:
+    """Mark held-out tasks: whole repositories, then a share of functions (see the module docstring)."""
+    for task in tasks:
+        if task.repo in heldout_repos:
+            task.split, task.metadata["heldout_by"] = "heldout", "repository"
+            continue
+        key = f"{seed}:{task.repo}:{task.metadata.get('file')}:{task.metadata.get('function')}"
+        draw = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        if draw < fraction:
+            task.split, task.metadata["heldout_by"] = "heldout", "function"
+        else:
+            task.split = "train"
+            task.metadata.pop("heldout_by", None)
+
+
+async def synthesize_repo(
+    pool: SandboxPool,
+    repo_dir: Path,
+    snapshots: Path,
+    wanted: int,
+    config: RunConfig,
+    seed: int = 0,
+    test_cmd: str = DEFAULT_TEST_CMD,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[Task], SynthesisStats]:
+    """Up to `wanted` valid tasks from one repository (see the module docstring)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    name = repo_dir.resolve().name
+    snapshot = store_snapshot(repo_dir, snapshots, name)
+    baseline = await run_baseline(pool, name, snapshot, test_cmd, config.tasks.test_timeout_s)
+    candidates = await asyncio.to_thread(ordered_candidates, snapshot, library_files(snapshot), seed)
+    synthesizer = Synthesizer(pool, baseline, config, seed)
+    tasks = await synthesizer.run(candidates, wanted, jobs or os.cpu_count() or 1, progress)
+    synthesizer.stats.seconds = loop.time() - started
+    return tasks, synthesizer.stats

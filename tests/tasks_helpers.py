@@ -1,0 +1,139 @@
+"""Shared helpers of the task tests: a small real repository with a pytest suite (one function the
+suite never calls), a task set synthesized from it once per session, and a sandbox runner."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.tasks.spec import Task
+from overture.tasks.task_sets import build_task_set
+
+CORE = '''"""Small numeric helpers."""
+
+
+def clamp(value, low, high):
+    """`value` limited to [low, high]."""
+    if low > high:
+        raise ValueError("low above high")
+    if value < low:
+        return low
+    if value > high:
+        return high
+    return value
+
+
+def mean(values):
+    """Arithmetic mean of a non-empty list."""
+    if not values:
+        raise ValueError("mean of nothing")
+    return sum(values) / len(values)
+
+
+def running_total(values, start=0):
+    """Prefix sums of `values`, beginning at `start`."""
+    totals = []
+    current = start
+    for index in range(len(values)):
+        current += values[index]
+        totals.append(current)
+    return totals
+
+
+def untested(values):
+    """No test calls this: no mutation of it can become a task."""
+    best = values[0]
+    for value in values[1:]:
+        if value > best:
+            best = value
+    return best - 1
+'''
+
+TESTS = '''import pytest
+
+from numbers_kit.core import clamp, mean, running_total
+
+
+def test_clamp_below_low_gives_low():
+    assert clamp(-5, 0, 10) == 0
+
+
+def test_clamp_above_high_gives_high():
+    assert clamp(15, 0, 10) == 10
+
+
+def test_clamp_inside_is_unchanged():
+    assert clamp(5, 0, 10) == 5
+
+
+def test_clamp_rejects_inverted_bounds():
+    with pytest.raises(ValueError, match="low above high"):
+        clamp(1, 5, 0)
+
+
+def test_mean_of_three():
+    assert mean([1, 2, 6]) == 3
+
+
+def test_mean_of_nothing_fails():
+    with pytest.raises(ValueError, match="nothing"):
+        mean([])
+
+
+def test_running_total_with_start():
+    assert running_total([1, 2, 3], 10) == [11, 13, 16]
+
+
+@pytest.mark.parametrize("values, expected", [([], []), ([4], [4]), ([1, -1], [1, 0])])
+def test_running_total_cases(values, expected):
+    assert running_total(values) == expected
+
+
+@pytest.mark.xfail(reason="documented limitation", strict=True)
+def test_mean_of_strings():
+    assert mean(["a"]) == "a"
+'''
+
+
+def make_numbers_repo(root: Path) -> Path:
+    """A repository whose suite passes, with `.git` history and caches a snapshot must drop."""
+    repo = root / "numbers_kit"
+    (repo / "numbers_kit").mkdir(parents=True)
+    (repo / "numbers_kit" / "__init__.py").write_text("")
+    (repo / "numbers_kit" / "core.py").write_text(CORE)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_core.py").write_text(TESTS)
+    (repo / "pyproject.toml").write_text('[project]\nname = "numbers_kit"\n\n[tool.pytest.ini_options]\n'
+                                         'testpaths = ["tests"]\n')  # fmt: skip
+    (repo / ".git").mkdir()
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "numbers_kit" / "__pycache__").mkdir()
+    (repo / "numbers_kit" / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"\0stale")
+    return repo
+
+
+def config(**tasks: Any) -> RunConfig:
+    run = RunConfig()
+    run.tasks = run.tasks.model_copy(update=tasks)
+    run.agent = run.agent.model_copy(update={"search_backend": "bm25"})
+    return run
+
+
+def synthesize(root: Path, count: int, **tasks: Any) -> list[Task]:
+    repo = make_numbers_repo(root)
+    out = root / "set" / "tasks.jsonl"
+    found, _ = asyncio.run(build_task_set([repo], out, count, config(**tasks), seed=3))
+    return found
+
+
+def in_sandbox(base: Path, body) -> Any:
+    """`await body(sandbox)` in a fresh sandbox over `base`; its result."""
+
+    async def main():
+        async with SandboxPool(RunConfig().sandbox) as pool, pool.sandbox(base) as box:
+            return await body(box)
+
+    return asyncio.run(main())

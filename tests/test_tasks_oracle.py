@@ -1,0 +1,94 @@
+"""The oracle solves synthesized tasks through the real tools, its episodes are usable SFT
+demonstrations, and `check` accepts valid tasks and names what is wrong with broken ones."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from tasks_helpers import config
+
+from overture.config import RunConfig
+from overture.rl.demonstrations import demonstration_problem, render_demonstration
+from overture.sandbox import SandboxPool
+from overture.tasks.check import check_tasks
+from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all
+from overture.tasks.snapshots import starting_base
+from overture.text import train_default_tokenizer
+
+
+def _solve(tasks, run_config: RunConfig | None = None):
+    async def main():
+        run = run_config or config()
+        async with SandboxPool(run.sandbox) as pool:
+            return await solve_all(tasks, pool, train_default_tokenizer(), run, jobs=2)
+
+    return asyncio.run(main())
+
+
+def _check(tasks):
+    async def main():
+        async with SandboxPool(RunConfig().sandbox) as pool:
+            return await check_tasks(tasks, pool, RunConfig().tasks, jobs=2)
+
+    return asyncio.run(main())
+
+
+def test_oracle_solves_every_task_through_the_tools(numbers_task_set):
+    _, tasks = numbers_task_set
+    results = _solve(tasks)
+    assert [r.why for r in results if not r.solved] == []
+    for result in results:
+        trajectory = result.trajectory
+        assert trajectory.reward == 1.0 and trajectory.status == "finished"
+        names = [[call["name"] for call in turn["calls"]] for turn in trajectory.turns]
+        assert names[0] == ["grep", "codebase_search"]  # searches in parallel, then reads
+        assert names[1][0] == "read_file"
+        assert "search_replace" in names[2]
+        assert names[-1] == ["finish"]
+        assert trajectory.metrics["reads_before_first_edit"] >= 4
+        assert trajectory.metrics["invalid_calls"] == 0
+
+
+def test_oracle_demonstrations_render_to_the_episode_tokens(numbers_task_set):
+    _, tasks = numbers_task_set
+    (result,) = _solve(tasks[:1])
+    record = result.demonstration
+    assert demonstration_problem(record) is None
+    conversation = render_demonstration(train_default_tokenizer(), record)
+    assert conversation.token_ids == result.trajectory.token_ids
+    assert conversation.loss_mask == result.trajectory.loss_mask
+
+
+def test_edits_grow_until_the_old_text_is_unique():
+    before = "x = 1\ny = 2\nx = 1\nz = 3\n"
+    after = "x = 1\ny = 2\nx = 5\nz = 3\n"
+    (edit,) = file_edits("a.py", before, after)
+    assert before.count(edit.old) == 1
+    assert before.replace(edit.old, edit.new) == after
+    assert edit.old == "y = 2\nx = 1\nz = 3\n" and edit.line == 2  # one line of context each side
+
+
+def test_oracle_is_not_handed_the_answer_by_the_workspace(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    edits = plan_edits(task, starting_base(task))
+    assert len(oracle_turns(task, edits)) == 5  # search, read, edit, test, finish
+    # The edit's old text is what the starting workspace holds; the fix exists only in the patch.
+    buggy = (starting_base(task) / edits[0].path).read_text()
+    assert edits[0].old in buggy and edits[0].new not in buggy
+
+
+def test_check_accepts_valid_tasks_and_names_broken_ones(numbers_task_set):
+    _, tasks = numbers_task_set
+    assert [r.problems for r in _check(tasks) if not r.ok] == []
+
+    task = tasks[0]
+    passing = task.PASS_TO_PASS[0]
+    already_passing = dataclasses.replace(task, instance_id="bad-1", FAIL_TO_PASS=[passing])
+    no_fix = dataclasses.replace(task, instance_id="bad-2", patch="")
+    wrong_fix = dataclasses.replace(task, instance_id="bad-3", patch=task.setup_patch)
+    results = {r.instance_id: r.problems for r in _check([already_passing, no_fix, wrong_fix])}
+    assert any("already pass before the fix" in p for p in results["bad-1"])
+    assert any("no reference fix" in p for p in results["bad-2"])
+    assert any("does not apply" in p or "do not pass with the reference fix" in p for p in results["bad-3"])

@@ -1,0 +1,105 @@
+"""Bug synthesis on a real repository: only mutations a test notices become tasks, statements never
+show the change, snapshots carry no history, and splits hold out functions and repositories."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from tasks_helpers import config, make_numbers_repo
+
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.tasks.mutations import find_mutations
+from overture.tasks.snapshots import patched_files, starting_base, store_snapshot
+from overture.tasks.spec import Task, read_tasks
+from overture.tasks.statement import MIN_CONTAINED
+from overture.tasks.synthesis import Synthesizer, assign_splits, changed_lines, run_baseline
+
+
+def test_tasks_are_valid_and_cover_several_functions(numbers_task_set):
+    root, tasks = numbers_task_set
+    assert len(tasks) == 8
+    assert read_tasks(root / "set" / "tasks.jsonl") == tasks
+    assert len({task.metadata["function"] for task in tasks}) >= 3
+    assert len({task.instance_id for task in tasks}) == len(tasks)
+    for task in tasks:
+        assert task.FAIL_TO_PASS and not set(task.FAIL_TO_PASS) & set(task.PASS_TO_PASS)
+        assert patched_files(task.setup_patch) == ["numbers_kit/core.py"]
+        assert task.metadata["function"] != "untested"
+
+
+def test_statements_never_show_the_change(numbers_task_set):
+    _, tasks = numbers_task_set
+    for task in tasks:
+        clean = (Path(task.base) / task.metadata["file"]).read_text()
+        buggy = (starting_base(task) / task.metadata["file"]).read_text()
+        statement_lines = [line.strip() for line in task.problem_statement.splitlines()]
+        for line in changed_lines(clean, buggy):
+            secret = line.strip()
+            if len(secret) >= MIN_CONTAINED:
+                assert secret not in task.problem_statement, (task.instance_id, secret)
+            else:
+                assert secret not in statement_lines, (task.instance_id, secret)
+        assert "+++" not in task.problem_statement and "@@" not in task.problem_statement
+        assert task.FAIL_TO_PASS[0] in task.problem_statement
+
+
+def test_mutations_no_test_notices_are_rejected(tmp_path):
+    repo = make_numbers_repo(tmp_path)
+    snapshot = store_snapshot(repo, tmp_path / "snapshots")
+    source = (snapshot / "numbers_kit" / "core.py").read_text()
+    unnoticed = [m for m in find_mutations(source, "numbers_kit/core.py") if m.function == "untested"][:4]
+    assert unnoticed
+
+    async def main():
+        async with SandboxPool(RunConfig().sandbox) as pool:
+            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
+            synthesizer = Synthesizer(pool, baseline, config(), seed=0)
+            return await synthesizer.run(unnoticed, wanted=10, jobs=2, progress=None), synthesizer.stats
+
+    found, stats = asyncio.run(main())
+    assert found == []
+    assert stats.unnoticed == len(unnoticed) and stats.valid == 0
+
+
+def test_snapshot_drops_history_and_caches_and_is_stored_once(tmp_path):
+    repo = make_numbers_repo(tmp_path)
+    first = store_snapshot(repo, tmp_path / "snapshots")
+    again = store_snapshot(repo, tmp_path / "snapshots")
+    assert first == again
+    assert not (first / ".git").exists()
+    assert not (first / "numbers_kit" / "__pycache__").exists()
+    assert (first / "numbers_kit" / "core.py").read_text() == (repo / "numbers_kit" / "core.py").read_text()
+    (repo / "numbers_kit" / "core.py").write_text("# changed\n")
+    assert store_snapshot(repo, tmp_path / "snapshots") != first
+
+
+def test_starting_base_links_the_snapshot_and_copies_only_the_patched_file(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    base = starting_base(task)
+    assert starting_base(task) == base  # made once
+    snapshot_file = os.path.join(task.base, "tests", "test_core.py")
+    assert os.stat(base / "tests" / "test_core.py").st_ino == os.stat(snapshot_file).st_ino
+    mutated = base / task.metadata["file"]
+    assert os.stat(mutated).st_ino != os.stat(os.path.join(task.base, task.metadata["file"])).st_ino
+    assert mutated.read_text() != (Path(task.base) / task.metadata["file"]).read_text()
+
+
+def _task(repo: str, function: str) -> Task:
+    return Task(f"{repo}-{function}", repo, "p", ["t.py::t"], metadata={"file": "a.py", "function": function})
+
+
+def test_splits_hold_out_whole_repositories_and_whole_functions():
+    tasks = [_task(repo, f"f{i}") for repo in ("alpha", "beta") for i in range(40) for _ in range(2)]
+    assign_splits(tasks, heldout_repos=["beta"], fraction=0.25, seed=1)
+    beta = [t for t in tasks if t.repo == "beta"]
+    assert all(t.split == "heldout" and t.metadata["heldout_by"] == "repository" for t in beta)
+    alpha = [t for t in tasks if t.repo == "alpha"]
+    held = {t.metadata["function"] for t in alpha if t.split == "heldout"}
+    trained = {t.metadata["function"] for t in alpha if t.split == "train"}
+    assert not held & trained  # both tasks of a function fall on the same side
+    assert 4 <= len(held) <= 18
+    assert all(t.metadata["heldout_by"] == "function" for t in alpha if t.split == "heldout")
