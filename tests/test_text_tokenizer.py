@@ -241,4 +241,6 @@ def test_default_tokenizer_trains_on_the_builtin_corpus() -> None:
     source = (Path(__file__).parents[1] / "src/overture/text/chat.py").read_text()
     ids = tok.encode(source)
     assert tok.decode(ids) == source
-    assert len(ids) < len(source.encode("utf-8")) / 2.5
+    # Over 2.2 bytes per token at 1k vocabulary (the corpus mixes overture's code with the bundled
+    # task repositories', so no single file is compressed as well as by a tokenizer of its own).
+    assert len(ids) < len(source.encode("utf-8")) / 2.2

@@ -233,11 +233,11 @@ class TasksConfig(Section):
     train_size: int = Field(64, gt=0)
     eval_size: int = Field(16, ge=0)
     reward: Literal["binary", "fraction"] = Field(
-        "binary", description="'binary': 1 when resolved; 'fraction': share of FAIL_TO_PASS passing, P2P intact"
+        "binary", description="'binary': 1 when resolved; 'fraction': passing share of FAIL_TO_PASS"
     )
     max_turns: int = Field(8, gt=0)
     turn_cost: float = Field(0.0, ge=0, description="subtracted from the reward per assistant turn")
-    invalid_call_cost: float = Field(0.0, ge=0, description="subtracted from the reward per invalid tool call")
+    invalid_call_cost: float = Field(0.0, ge=0, description="subtracted from the reward per invalid call")
     test_timeout_s: float = Field(120.0, gt=0, description="wall-clock limit of one grading test run")
     pass_to_pass: int = Field(
         25, ge=0, description="synthesis: PASS_TO_PASS tests sampled per task from those still passing"
