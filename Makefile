@@ -7,6 +7,9 @@ DEBIAN  := bubblewrap:bwrap ripgrep:rg patch:patch
 # The CPU build of torch that pip finds on this kind of machine; installed before the project so
 # that the project's `torch>=2.9` is already satisfied and no CUDA build is pulled in.
 TORCH   := torch==2.13.0
+# A third-party project, fetched from PyPI as source, that the slow tests synthesize tasks from.
+THIRD_PARTY     := inflection-0.5.1
+THIRD_PARTY_DIR := .cache/third-party
 
 .PHONY: deps system-packages test test-slow train bench lint clean
 
@@ -35,8 +38,15 @@ test: deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
-test-slow: deps
+test-slow: deps $(THIRD_PARTY_DIR)/$(THIRD_PARTY)
 	$(PY) -m pytest -m slow
+
+# The sdist, unpacked: its own tests included, no history. Fetched once; tests never download.
+$(THIRD_PARTY_DIR)/$(THIRD_PARTY): | $(STAMP)
+	mkdir -p $(THIRD_PARTY_DIR)
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+		"$(subst -,==,$(THIRD_PARTY))" -d $(THIRD_PARTY_DIR)
+	tar -xzf $(THIRD_PARTY_DIR)/$(THIRD_PARTY).tar.gz -C $(THIRD_PARTY_DIR)
 
 train: deps
 	$(VENV)/bin/overture pretrain configs/tiny.toml --overwrite
@@ -49,9 +59,10 @@ bench: deps
 	$(PY) benchmarks/tools.py
 	$(PY) benchmarks/mx.py
 	$(PY) benchmarks/mx_parity.py
+	$(PY) benchmarks/tasks.py
 
 lint: deps
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .cache
