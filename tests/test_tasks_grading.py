@@ -4,11 +4,11 @@ grading in sandboxes — a fix earns reward, an empty diff or an edited test doe
 from __future__ import annotations
 
 import pytest
-from tasks_helpers import in_sandbox
+from tasks_helpers import in_sandbox, make_numbers_repo
 
 from overture.config import TasksConfig
-from overture.tasks.grading import decide, grade, reward, score
-from overture.tasks.pytest_report import parse_failures, parse_outcomes
+from overture.tasks.grading import decide, grade, is_kept, reward, score
+from overture.tasks.pytest_report import run_pytest
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task
 
@@ -48,46 +48,84 @@ def test_scores_binary_and_fraction():
     assert score(TASK, "none", passed, "fraction") == 0.0  # P2P broken: no partial credit
 
 
-REPORT = """\
-============================= test session starts ==============================
-collected 5 items
+REPORTED = """\
+import pytest
 
-tests/test_x.py .F.xs                                                    [100%]
 
-=================================== FAILURES ===================================
-_______________________________ test_b[a - b] ________________________________
-tests/test_x.py:9: in test_b
-    assert helper(2) == 5
-lib/core.py:3: in helper
-    return n * 2
-E   assert 4 == 5
-E    +  where 4 = helper(2)
-=========================== short test summary info ============================
-PASSED tests/test_x.py::test_a
-PASSED tests/test_x.py::test_c
-FAILED tests/test_x.py::test_b[a - b] - assert 4 == 5
-XFAIL tests/test_x.py::test_d - known
-SKIPPED [1] tests/test_x.py:20: no network
-============== 1 failed, 2 passed, 1 skipped, 1 xfailed in 0.05s ===============
+class TestGroup:
+    def test_in_class(self):
+        assert True
+
+
+@pytest.mark.parametrize("text", ["a - b", "c"])
+def test_dashes(text):
+    print("=========== short test summary info ===========")
+    print("PASSED tests/test_x.py::test_never_ran")
+    assert text == "c"
+
+
+@pytest.mark.xfail(strict=True)
+def test_expected_failure():
+    assert False
+
+
+def test_skipped():
+    pytest.skip("not here")
+
+
+def test_error(missing_fixture):
+    pass
 """
 
 
-def test_report_parsing_reads_summary_ids_even_with_dashes_in_parameters():
-    known = ["tests/test_x.py::test_a", "tests/test_x.py::test_b[a - b]", "tests/test_x.py::test_e"]
-    outcomes = parse_outcomes(REPORT, known)
-    assert outcomes == {
-        "tests/test_x.py::test_a": "PASSED",
-        "tests/test_x.py::test_c": "PASSED",
-        "tests/test_x.py::test_b[a - b]": "FAILED",
-        "tests/test_x.py::test_d": "XFAIL",
+def test_outcomes_come_from_the_junit_report_not_from_printed_output(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(REPORTED)
+
+    async def body(box):
+        return await run_pytest(box, "python -m pytest", ["tests/test_x.py::test_dashes[a - b]"], 60)
+
+    run = in_sandbox(tmp_path, body)
+    assert run.outcomes == {
+        "tests/test_x.py::TestGroup::test_in_class": "PASSED",
+        "tests/test_x.py::test_dashes[a - b]": "FAILED",
+        "tests/test_x.py::test_dashes[c]": "PASSED",
+        "tests/test_x.py::test_expected_failure": "XFAIL",
+        "tests/test_x.py::test_skipped": "SKIPPED",
+        "tests/test_x.py::test_error": "ERROR",
     }
-    failure = parse_failures(REPORT)["test_b[a - b]"]
-    assert [(f.path, f.line, f.function) for f in failure.frames] == [
-        ("tests/test_x.py", 9, "test_b"),
-        ("lib/core.py", 3, "helper"),
-    ]
-    assert failure.frames[1].source == ["return n * 2"]
-    assert failure.error == ["assert 4 == 5", " +  where 4 = helper(2)"]
+    failure = run.failures["tests/test_x.py::test_dashes[a - b]"]
+    assert [(f.path, f.function) for f in failure.frames] == [("tests/test_x.py", "test_dashes")]
+    assert failure.frames[0].source == ['assert text == "c"']
+    assert failure.error[0] == "AssertionError: assert 'a - b' == 'c'"
+    assert not [p for p in tmp_path.rglob("*.xml")]  # the report is read and removed
+
+
+@pytest.mark.parametrize(
+    "path, kept",
+    [
+        ("numbers_kit/core.py", True),  # an edited module
+        ("numbers_kit/helpers.py", True),  # a new module in an existing package
+        ("tests/test_core.py", False),
+        ("numbers_kit/test_inline.py", False),
+        ("conftest.py", False),
+        ("numbers_kit/conftest.py", False),
+        ("pytest.ini", False),
+        (".pytest.ini", False),
+        ("pytest.toml", False),
+        ("pyproject.toml", False),
+        ("helpers.py", False),  # new at the top level: could shadow a module
+        ("iniconfig.py", False),
+        ("evil-1.0.dist-info/entry_points.txt", False),
+        ("numbers_kit/__pycache__/core.cpython-311.pyc", False),
+        ("numbers_kit/x.pth", False),
+        ("newpkg/__init__.py", False),
+        ("numbers_kit/data.json", False),  # new non-Python file
+    ],
+)
+def test_only_the_changes_a_fix_is_made_of_are_kept(tmp_path, path, kept):
+    repo = make_numbers_repo(tmp_path)
+    assert is_kept(path, repo) is kept
 
 
 def _grade_after(task: Task, edit, config: TasksConfig | None = None):
@@ -141,6 +179,88 @@ def test_editing_the_tests_cannot_earn_reward(numbers_task_set):
     graded = _grade_after(task, cheat_and_touch_library)
     assert graded.resolution == "none" and graded.score == 0.0
     assert graded.f2p_failed == task.FAIL_TO_PASS
+
+
+PLUGIN = """import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    report.outcome = "passed"
+    return report
+"""
+
+
+def _write(box, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        box.files.write_text(path, text)
+
+
+HOSTILE = {
+    "pytest.ini with a plugin": {".pytest.ini": "[pytest]\naddopts = -p evilplug\n", "evilplug.py": PLUGIN},
+    "pytest.toml with a plugin": {
+        "pytest.toml": '[pytest]\naddopts = ["-p", "evilplug"]\n', "evilplug.py": PLUGIN
+    },
+    "entry point": {
+        "evil-1.0.dist-info/METADATA": "Name: evil\nVersion: 1.0\n",
+        "evil-1.0.dist-info/entry_points.txt": "[pytest11]\nevil = evilplug\n",
+        "evilplug.py": PLUGIN,
+    },
+    "conftest plugin": {"numbers_kit/conftest.py": PLUGIN},
+    "shadowed pytest dependency": {"iniconfig.py": "import os\nprint('1 passed')\nos._exit(0)\n"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_workspaces_earn_nothing(numbers_task_set, name):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    library = task.metadata["file"]
+
+    async def cheat(box):
+        _write(box, HOSTILE[name])
+        box.files.write_text(library, box.files.read_text(library) + "\n# looked at it\n")
+
+    graded = _grade_after(task, cheat)
+    assert (graded.resolution, graded.score) == ("none", 0.0)
+    assert graded.f2p_failed == task.FAIL_TO_PASS
+    assert set(HOSTILE[name]) <= set(graded.restored)
+
+
+def test_printing_a_fake_summary_or_calling_xfail_earns_nothing(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    library = task.metadata["file"]
+    ids = "\\n".join(f"PASSED {t}" for t in task.test_ids)
+    fake = f'print("=== short test summary info ===\\n{ids}\\n=== 9 passed in 0.01s ===")\n'
+    xfail = "import pytest\n\n\ndef _give_up(*args, **kwargs):\n    pytest.xfail('known')\n\n\n"
+
+    async def print_fake(box):
+        box.files.write_text(library, fake + box.files.read_text(library))
+
+    async def xfail_everything(box):
+        source = box.files.read_text(library)
+        function = task.metadata["function"]
+        box.files.write_text(library, xfail + source + f"\n\n{function} = _give_up\n")
+
+    for cheat in (print_fake, xfail_everything):
+        graded = _grade_after(task, cheat)
+        assert (graded.resolution, graded.score) == ("none", 0.0), cheat.__name__
+
+
+def test_forged_bytecode_and_a_symlinked_test_folder_are_undone(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+
+    async def cheat(box):
+        box.files.write_bytes("tests/__pycache__/test_core.cpython-311-pytest-9.2.0.pyc", b"forged")
+        await box.exec("mv tests elsewhere && ln -s /tmp tests")
+        await _fix(task)(box)
+
+    graded = _grade_after(task, cheat)
+    assert (graded.resolution, graded.score) == ("resolved", 1.0)  # the real fix still counts
+    assert "tests" in graded.restored
 
 
 def test_a_fix_that_hangs_scores_zero_with_timeout_reason(numbers_task_set):

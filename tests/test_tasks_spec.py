@@ -66,6 +66,9 @@ HEAD = '{"instance_id": "a", "repo": "r", "problem_statement": "p"'
         (HEAD + ', "FAIL_TO_PASS": ["t"], "split": "dev"}', "split 'dev'"),
         (HEAD + ', "FAIL_TO_PASS": ["t"], "patch": 1}', "patch must be a string"),
         ("[1, 2]", "must be a JSON object"),
+        (HEAD.replace('"a"', "5") + ', "FAIL_TO_PASS": ["t"]}', "instance_id must be a string"),
+        (HEAD + ', "FAIL_TO_PASS": ["t"], "metadata": "x"}', "must be JSON objects"),
+        (HEAD + ', "FAIL_TO_PASS": ["t"], "metadata": {"extra": 3}, "more": 1}', "must be JSON objects"),
     ],
 )
 def test_bad_task_lines_name_the_line_and_the_problem(tmp_path, line, message):

@@ -12,9 +12,10 @@ from tasks_helpers import config, make_numbers_repo
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.mutations import find_mutations
+from overture.tasks.pytest_report import Failure, Frame
 from overture.tasks.snapshots import patched_files, starting_base, store_snapshot
 from overture.tasks.spec import Task, read_tasks
-from overture.tasks.statement import MIN_CONTAINED
+from overture.tasks.statement import MIN_CONTAINED, write_statement
 from overture.tasks.synthesis import Synthesizer, assign_splits, changed_lines, run_baseline
 
 
@@ -103,3 +104,29 @@ def test_splits_hold_out_whole_repositories_and_whole_functions():
     assert not held & trained  # both tasks of a function fall on the same side
     assert 4 <= len(held) <= 18
     assert all(t.metadata["heldout_by"] == "function" for t in alpha if t.split == "heldout")
+
+
+def test_statement_quotes_test_lines_but_never_library_lines():
+    failure = Failure(
+        frames=[
+            Frame("tests/test_core.py", 12, "test_mean", ["assert mean([1, 2, 6]) == 3"]),
+            Frame("numbers_kit/core.py", 19, "mean", ["return len(values) / sum(values)"]),
+        ],
+        error=["ZeroDivisionError: division by zero"],
+    )
+    statement = write_statement(
+        "numbers_kit", ["tests/test_core.py::test_mean"], {"tests/test_core.py::test_mean": failure},
+        ["    return len(values) / sum(values)", "    return sum(values) / len(values)"], seed="x",
+    )  # fmt: skip
+    assert "assert mean([1, 2, 6]) == 3" in statement
+    assert 'File "numbers_kit/core.py", line 19, in mean' in statement
+    assert "len(values) / sum(values)" not in statement and "sum(values) / len(values)" not in statement
+    assert "ZeroDivisionError: division by zero" in statement
+
+
+def test_nothing_a_sandbox_can_see_names_the_kind_of_bug(numbers_task_set):
+    _, tasks = numbers_task_set
+    for task in tasks:
+        kind = task.metadata["kind"]
+        assert kind not in task.instance_id
+        assert kind not in str(starting_base(task)) and task.instance_id not in str(starting_base(task))

@@ -171,6 +171,10 @@ class Sandbox:
             await proc.stdin.drain()
         proc.stdin.close()
 
+    def changed_paths(self) -> list[str]:
+        """Workspace-relative paths that may differ from the base (written, created or deleted)."""
+        return self.workspace.changed_paths()
+
     def diff(self) -> str:
         """Unified diff of the workspace against its base (`patch -p1` applies it)."""
         return self.workspace.diff()

@@ -16,7 +16,7 @@ from typing import Any
 
 from overture.config import TasksConfig
 from overture.sandbox import SandboxError, SandboxPool
-from overture.tasks.grading import patch_workspace
+from overture.tasks.grading import decide, passes, patch_workspace
 from overture.tasks.pytest_report import PytestRun, run_pytest
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task, TaskError
@@ -63,10 +63,10 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
                 problems.append(f"test_patch does not apply: {trouble}")
             before = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
             problems += _run_problems(before, "before the fix")
-            passing = before.passed
-            if early := [t for t in task.FAIL_TO_PASS if t in passing]:
+            _, early, _, broken = decide(task, before.outcomes)
+            if early:
                 problems.append(f"FAIL_TO_PASS already pass before the fix: {_named(early)}")
-            if broken := [t for t in task.PASS_TO_PASS if t not in passing]:
+            if broken:
                 problems.append(f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
             if task.patch.strip():
                 if trouble := await patch_workspace(box, task.patch):
@@ -74,7 +74,7 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
                 else:
                     after = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
                     problems += _run_problems(after, "with the fix")
-                    if failing := [t for t in task.test_ids if t not in after.passed]:
+                    if failing := [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]:
                         problems.append(f"tests do not pass with the reference fix: {_named(failing)}")
     except (TaskError, SandboxError, OSError) as exc:
         problems.append(f"{exc.__class__.__name__}: {exc}")

@@ -1,43 +1,54 @@
 """Grading an episode's workspace with SWE-bench semantics, and the reward it earns.
 
-Before the tests run, every file the agent changed that could change what the tests say is put
-back as the task's starting workspace had it (or removed, when the agent created it): test
-files (`test_*.py`, `*_test.py`, anything under a `tests`/`test`/`testing` directory, the files
-of the graded test ids), `conftest.py`, pytest and packaging configuration (`pytest.ini`,
-`tox.ini`, `setup.cfg`, `pyproject.toml`, `setup.py`), and new top-level modules that would
-shadow the standard library or pytest. Editing the tests therefore earns nothing. Then:
+Before the tests run, the workspace keeps only the changes a fix is made of — edits to (or
+removals of) the base's existing files that are neither tests nor test configuration, and new
+`.py` modules inside the base's existing packages. Every other changed path is put back as the
+starting workspace had it, or removed: test files (`test_*.py`, `*_test.py`, `conftest.py`,
+anything under a `tests`/`test`/`testing` folder), pytest and packaging configuration
+(`pytest.ini`, `.pytest.ini`, `pytest.toml`, `.pytest.toml`, `tox.ini`, `setup.cfg`,
+`pyproject.toml`, `setup.py`), bytecode caches, `.pth` files, hidden paths, and new files at
+the top level or outside packages (which could shadow a module pytest imports, or register a
+plugin through package metadata). Editing the tests therefore earns nothing. Then:
 
 - an empty diff (nothing left changed) scores 0, reason `empty diff`;
 - `test_patch`, when the task has one, is applied;
-- FAIL_TO_PASS and PASS_TO_PASS run with pytest; a run past `tasks.test_timeout_s` scores 0,
-  reason `timeout`.
+- the files of FAIL_TO_PASS and PASS_TO_PASS run with pytest (`overture.tasks.pytest_report`:
+  outcomes from a JUnit report, not from printed output); a run past `tasks.test_timeout_s`
+  scores 0, reason `timeout`.
 
-A test passes when pytest reports PASSED or XFAIL; anything else (FAILED, ERROR, XPASS, skipped,
-not collected) does not. `resolved`: every FAIL_TO_PASS passes and every PASS_TO_PASS still
-passes; `partial`: some FAIL_TO_PASS pass, PASS_TO_PASS intact; otherwise `none`. The score is
-1/0 for `resolved` (`tasks.reward = "binary"`) or the passing share of FAIL_TO_PASS with
-PASS_TO_PASS intact (`"fraction"`). Efficiency terms (`tasks.turn_cost` per assistant turn,
-`tasks.invalid_call_cost` per invalid call) are subtracted and reported on their own.
+A test passes when pytest reports PASSED or XFAIL (SWE-bench); a synthesized task lists in
+`metadata["xfail"]` the tests that were XFAIL on the clean code, and for it XFAIL passes only
+those (so code that calls `pytest.xfail()` does not turn a failure into a pass). Anything else —
+FAILED, ERROR, SKIPPED, not reported — does not pass. `resolved`: every FAIL_TO_PASS passes and
+every PASS_TO_PASS still passes; `partial`: some FAIL_TO_PASS pass, PASS_TO_PASS intact;
+otherwise `none`. The score is 1/0 for `resolved` (`tasks.reward = "binary"`) or the passing
+share of FAIL_TO_PASS with PASS_TO_PASS intact (`"fraction"`). Efficiency terms
+(`tasks.turn_cost` per assistant turn, `tasks.invalid_call_cost` per invalid call) are
+subtracted and reported on their own.
+
+Code under test runs inside the pytest process and could still tamper with the report it writes
+(it is named afresh per run); the defences above close the ways that need no such effort.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from overture.config import TasksConfig
-from overture.sandbox import Sandbox
+from overture.sandbox import Sandbox, SandboxError
 from overture.sandbox.diff import read_entry
-from overture.tasks.pytest_report import PASSING, run_pytest
+from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest
 from overture.tasks.spec import Task
 
 Resolution = Literal["resolved", "partial", "none"]
-TEST_DIRS = frozenset({"tests", "test", "testing"})
-CONFIG_FILES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "setup.py"})
-SHADOWED = frozenset({*sys.stdlib_module_names, "pytest", "_pytest", "pluggy", "py"})
+CONFIG_FILES = frozenset({
+    "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
+    "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
+})  # fmt: skip
+NEVER_KEPT_SUFFIXES = (".pyc", ".pyo", ".pth")
 
 
 @dataclass
@@ -58,11 +69,16 @@ class Grade:
         return asdict(self)
 
 
+def passes(task: Task, test: str, status: str | None) -> bool:
+    """Whether one outcome counts as passing for `task` (see the module docstring on XFAIL)."""
+    return outcome_passes(test, status, task.metadata.get("xfail"))
+
+
 def decide(task: Task, outcomes: dict[str, str]) -> tuple[Resolution, list[str], list[str], list[str]]:
     """SWE-bench's verdict from per-test outcomes: (resolution, F2P passed, F2P failed, P2P failed)."""
-    f2p_passed = [t for t in task.FAIL_TO_PASS if outcomes.get(t) in PASSING]
-    f2p_failed = [t for t in task.FAIL_TO_PASS if outcomes.get(t) not in PASSING]
-    p2p_failed = [t for t in task.PASS_TO_PASS if outcomes.get(t) not in PASSING]
+    f2p_passed = [t for t in task.FAIL_TO_PASS if passes(task, t, outcomes.get(t))]
+    f2p_failed = [t for t in task.FAIL_TO_PASS if not passes(task, t, outcomes.get(t))]
+    p2p_failed = [t for t in task.PASS_TO_PASS if not passes(task, t, outcomes.get(t))]
     if not f2p_failed and not p2p_failed:
         return "resolved", f2p_passed, f2p_failed, p2p_failed
     if f2p_passed and not p2p_failed:
@@ -78,34 +94,42 @@ def score(task: Task, resolution: Resolution, f2p_passed: list[str], mode: str) 
     return len(f2p_passed) / len(task.FAIL_TO_PASS)
 
 
-def is_protected(rel: str, task: Task, base: Path) -> bool:
-    """Whether a changed path is restored before grading (see the module docstring)."""
+def is_kept(rel: str, base: Path) -> bool:
+    """Whether a changed path is part of a fix grading keeps (see the module docstring)."""
     path = PurePosixPath(rel)
-    name = path.name
-    if name in CONFIG_FILES or any(part in TEST_DIRS for part in path.parts[:-1]):
-        return True
-    if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
-        return True
-    if rel in {test.split("::", 1)[0] for test in task.test_ids}:
-        return True
-    top = path.parts[0].removesuffix(".py")
-    return top in SHADOWED and not (base / path.parts[0]).exists()
+    if (
+        is_test_file(rel)
+        or path.name in CONFIG_FILES
+        or path.suffix in NEVER_KEPT_SUFFIXES
+        or any(part.startswith(".") or part == "__pycache__" for part in path.parts)
+    ):
+        return False
+    existing = base / rel
+    if existing.is_file() and not existing.is_symlink():
+        return all(not (base / parent).is_symlink() for parent in path.parents if str(parent) != ".")
+    package = base / path.parent
+    return (
+        path.suffix == ".py" and len(path.parts) > 1
+        and package.is_dir() and not package.is_symlink() and (package / "__init__.py").is_file()
+    )  # fmt: skip
 
 
-async def restore_protected(task: Task, sandbox: Sandbox) -> list[str]:
-    """Put protected paths back as the starting workspace had them; the paths restored."""
+async def restore_unkept(sandbox: Sandbox) -> list[str]:
+    """Put every changed path grading does not keep back as the starting workspace had it; those paths."""
     base = sandbox.base
-    changed = [rel for rel in sandbox.workspace.changed_paths() if is_protected(rel, task, base)]
-    if not changed:
+    restored = [rel for rel in sandbox.changed_paths() if not is_kept(rel, base)]
+    if not restored:
         return []
     # Whatever the agent put there (file, link, directory) goes; the base's file comes back.
-    await sandbox.exec(["rm", "-rf", "--", *changed], timeout=30)
-    for rel in changed:
+    removal = await sandbox.exec(["rm", "-rf", "--", *restored], timeout=30)
+    if removal.exit_code != 0:
+        raise SandboxError(f"could not restore {restored[:3]}: {removal.stderr.strip()[-200:]}")
+    for rel in restored:
         kind, content = read_entry(base, rel)
         if kind == "file":
             assert isinstance(content, bytes)
             sandbox.files.write_bytes(rel, content)
-    return changed
+    return restored
 
 
 async def patch_workspace(sandbox: Sandbox, patch: str) -> str:
@@ -122,20 +146,23 @@ async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None)
     """Grade the sandbox's workspace for `task` (the module docstring says how)."""
     config = config or TasksConfig()
     started = time.monotonic()
-    restored = await restore_protected(task, sandbox)
+    try:
+        restored = await restore_unkept(sandbox)
+    except (SandboxError, OSError) as exc:
+        return Grade("none", 0.0, f"the workspace could not be restored for grading: {exc}")
 
-    def zero(reason: str, **found: Any) -> Grade:
+    def without_verdict(reason: str, **found: Any) -> Grade:
         return Grade("none", 0.0, reason, restored=restored, duration_s=time.monotonic() - started, **found)
 
     if not sandbox.diff().strip():
-        return zero("empty diff")
+        return without_verdict("empty diff")
     if task.test_patch:
         problem = await patch_workspace(sandbox, task.test_patch)
         if problem:
-            return zero(f"test_patch does not apply: {problem}")
+            return without_verdict(f"test_patch does not apply: {problem}")
     run = await run_pytest(sandbox, task.test_cmd, task.test_ids, config.test_timeout_s)
     if run.result.timed_out:
-        return zero(f"timeout: tests ran past {config.test_timeout_s:g}s", outcomes=run.outcomes)
+        return without_verdict(f"timeout: tests ran past {config.test_timeout_s:g}s", outcomes=run.outcomes)
     resolution, f2p_passed, f2p_failed, p2p_failed = decide(task, run.outcomes)
     reason = "" if run.outcomes else f"no test outcomes (pytest exit code {run.result.exit_code})"
     return Grade(

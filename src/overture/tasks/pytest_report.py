@@ -1,29 +1,52 @@
 """Running pytest in a sandbox and reading its report: per-test outcomes and failure details.
 
-Tests run as `<test_cmd> -rA --tb=short -p no:cacheprovider --color=no <files...>` (the files
-of the wanted test ids); the files go through `"$@"` of `sh -c`, never through the shell's
-parser. Outcomes come from the "short
-test summary info" section that `-rA` prints (the lines SWE-bench's log parsers read too):
-`PASSED id`, `FAILED id - message`, `ERROR id - message`, `XFAIL id`, `XPASS id`. A test that
-does not appear there (skipped, not collected, the run died) has no outcome, which graders
-treat as not passing. Failure details come from the `--tb=short` FAILURES section: the frames
-(`path:line: in function` and their source lines) and the `E` lines of the error.
+Tests run as `<test_cmd> --junitxml=REPORT -o junit_family=xunit1 --tb=short -p no:cacheprovider
+<files...>` with plugin auto-loading off (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`, so a package the
+workspace adds cannot register itself as a plugin); the files of the wanted test ids go through
+`"$@"` of `sh -c`, never through the shell's parser. Outcomes come from the JUnit XML report,
+written to a file named afresh for each run and removed after it is read — never from what the
+code under test prints, which can imitate pytest's output, nor from capped output. Each
+`<testcase>` maps back to its pytest id through its `file`, `classname` and `name`; its status is
+FAILED (`<failure>`), ERROR (`<error>`), XFAIL (`<skipped type="pytest.xfail">`), SKIPPED (any
+other `<skipped>`) or PASSED. A test missing from the report (not collected, the run died) has no
+outcome, which graders treat as not passing. Failure details (the `--tb=short` frames and `E`
+lines) come from each failure's text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import secrets
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from overture.sandbox import ExecResult, Sandbox
 
-REPORT_FLAGS = "-rA --tb=short -p no:cacheprovider --color=no"
-PASSING = ("PASSED", "XFAIL")
-STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS")
-SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
-SECTION_RULE = re.compile(r"^=+ (.*?) =+$")
-FAILURE_HEADER = re.compile(r"^_+ (.+?) _+$")
+REPORT_FLAGS = "-o junit_family=xunit1 --tb=short -p no:cacheprovider --color=no -q"
+MAX_REPORT_BYTES = 64 << 20
+TEST_DIRS = frozenset({"tests", "test", "testing"})
 FRAME = re.compile(r"^(\S.*?):(\d+): in (\S+)$")
+
+
+def is_test_file(path: str) -> bool:
+    """Whether a repository path holds tests by pytest's conventions (or sits in a tests folder)."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        name == "conftest.py"
+        or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+        or any(part in TEST_DIRS for part in parts[:-1])
+    )
+
+
+def outcome_passes(test: str, status: str | None, xfail: Collection[str] | None = None) -> bool:
+    """PASSED passes; XFAIL passes when `xfail` is None (SWE-bench) or lists the test; nothing else."""
+    if status == "PASSED":
+        return True
+    return status == "XFAIL" and (xfail is None or test in xfail)
 
 
 @dataclass
@@ -38,7 +61,6 @@ class Frame:
 class Failure:
     """One test's failure as `--tb=short` reported it."""
 
-    head: str
     frames: list[Frame] = field(default_factory=list)
     error: list[str] = field(default_factory=list)  # the E lines, without their "E   " prefix
 
@@ -53,15 +75,12 @@ class PytestRun:
 
     @property
     def passed(self) -> set[str]:
-        return {test for test, status in self.outcomes.items() if status in PASSING}
+        """Tests that passed or failed as expected (XFAIL)."""
+        return {test for test, status in self.outcomes.items() if outcome_passes(test, status)}
 
-    def failure(self, test_id: str) -> Failure | None:
-        return self.failures.get(failure_head(test_id))
-
-
-def pytest_command(test_cmd: str, targets: list[str]) -> list[str]:
-    """The argv that runs `test_cmd` on `targets` (files or ids) with the flags this module reads."""
-    return ["/bin/sh", "-c", f'{test_cmd} {REPORT_FLAGS} "$@"', "sh", *targets]
+    @property
+    def xfailed(self) -> list[str]:
+        return [test for test, status in self.outcomes.items() if status == "XFAIL"]
 
 
 def test_files(test_ids: list[str]) -> list[str]:
@@ -69,76 +88,84 @@ def test_files(test_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(test_id.split("::", 1)[0] for test_id in test_ids))
 
 
+def pytest_command(test_cmd: str, report: str, targets: list[str]) -> list[str]:
+    """The argv that runs `test_cmd` on `targets` (files or ids), writing the JUnit `report`."""
+    script = f'export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {test_cmd} {REPORT_FLAGS} --junitxml={report} "$@"'
+    return ["/bin/sh", "-c", script, "sh", *targets]
+
+
 async def run_pytest(sandbox: Sandbox, test_cmd: str, test_ids: list[str], timeout: float) -> PytestRun:
-    """Run the files of `test_ids` (the whole suite when empty) in the sandbox; parse the report.
+    """Run the files of `test_ids` (the whole suite when empty) in the sandbox; read the report.
 
     Whole files rather than ids: pytest refuses the whole run when one given id does not exist,
     while a test missing from a file's report is simply a test without an outcome."""
-    result = await sandbox.exec(pytest_command(test_cmd, test_files(test_ids)), timeout=timeout)
-    output = result.stdout + "\n" + result.stderr
-    return PytestRun(parse_outcomes(output, test_ids), parse_failures(output), result)
+    report = f".pytest-report-{secrets.token_hex(8)}.xml"
+    result = await sandbox.exec(pytest_command(test_cmd, report, test_files(test_ids)), timeout=timeout)
+    files = sandbox.files
+    data = b""
+    with contextlib.suppress(OSError):
+        data = files.read_bytes(report)
+    with contextlib.suppress(OSError):
+        files.delete(report)
+    outcomes, failures = parse_junit(data) if 0 < len(data) <= MAX_REPORT_BYTES else ({}, {})
+    return PytestRun(outcomes, failures, result)
 
 
-def failure_head(test_id: str) -> str:
-    """The title pytest gives a test's failure section: the id without its file, '::' as '.'."""
-    return ".".join(test_id.split("::")[1:]) or test_id
-
-
-def parse_outcomes(output: str, known_ids: list[str] | None = None) -> dict[str, str]:
-    """Test id → status from the short test summary. With `known_ids`, a line is matched to the
-    known id it starts with (ids may contain ' - '); otherwise the id ends at the first ' - '."""
+def parse_junit(data: bytes) -> tuple[dict[str, str], dict[str, Failure]]:
+    """Test id → status, and test id → Failure, from a JUnit XML report (xunit1 family)."""
+    try:
+        root = ElementTree.fromstring(data)
+    except ElementTree.ParseError:
+        return {}, {}
     outcomes: dict[str, str] = {}
-    known = sorted(known_ids or [], key=len, reverse=True)
-    in_summary = False
-    for line in output.splitlines():
-        if SUMMARY_HEADER.match(line):
-            in_summary = True
-            continue
-        if not in_summary:
-            continue
-        if SECTION_RULE.match(line):
-            break  # the closing "=== N passed in ... ===" line
-        status, _, rest = line.partition(" ")
-        if status not in STATUSES or not rest:
-            continue
-        test_id = _match_known(rest, known) if known else rest.split(" - ", 1)[0]
-        if test_id and "::" in test_id:
-            outcomes[test_id] = status
-    return outcomes
-
-
-def _match_known(rest: str, known: list[str]) -> str | None:
-    for test_id in known:
-        if rest == test_id or rest.startswith(f"{test_id} - ") or rest.startswith(f"{test_id} "):
-            return test_id
-    return rest.split(" - ", 1)[0] if "::" in rest else None
-
-
-def parse_failures(output: str) -> dict[str, Failure]:
-    """Failure head → Failure, from the FAILURES (and ERRORS) sections of `--tb=short` output."""
     failures: dict[str, Failure] = {}
-    current: Failure | None = None
-    in_section = False
-    for line in output.splitlines():
-        rule = SECTION_RULE.match(line)
-        if rule:
-            in_section = rule.group(1) in ("FAILURES", "ERRORS")
-            current = None
+    for case in root.iter("testcase"):
+        test_id = _test_id(case.get("file", ""), case.get("classname", ""), case.get("name", ""))
+        if test_id is None:
             continue
-        if not in_section:
-            continue
-        header = FAILURE_HEADER.match(line)
-        if header:
-            current = Failure(head=header.group(1))
-            failures.setdefault(current.head, current)
-            continue
-        if current is None:
-            continue
+        status, text = _status(case)
+        outcomes[test_id] = status
+        if status in ("FAILED", "ERROR"):
+            failures[test_id] = parse_failure(text)
+    return outcomes, failures
+
+
+def _test_id(file: str, classname: str, name: str) -> str | None:
+    """The pytest id of a report entry: `file::Class::name` from its file and dotted classname."""
+    if not file.endswith(".py") or not name:
+        return None
+    module = file[: -len(".py")].replace("/", ".")
+    if classname != module and not classname.startswith(module + "."):
+        return None
+    classes = classname[len(module) + 1 :].split(".") if classname != module else []
+    return "::".join([file, *classes, name])
+
+
+def _status(case: ElementTree.Element) -> tuple[str, str]:
+    tags = {child.tag: child for child in case}
+    if "error" in tags:
+        return "ERROR", _text(tags["error"])
+    if "failure" in tags:
+        return "FAILED", _text(tags["failure"])
+    if "skipped" in tags:
+        xfail = tags["skipped"].get("type") == "pytest.xfail"
+        return ("XFAIL" if xfail else "SKIPPED"), ""
+    return "PASSED", ""
+
+
+def _text(element: ElementTree.Element) -> str:
+    return element.text or element.get("message", "")
+
+
+def parse_failure(text: str) -> Failure:
+    """Frames (`path:line: in function` and their source lines) and `E` lines of a `--tb=short` text."""
+    failure = Failure()
+    for line in text.splitlines():
         frame = FRAME.match(line)
         if frame:
-            current.frames.append(Frame(frame.group(1), int(frame.group(2)), frame.group(3)))
+            failure.frames.append(Frame(frame.group(1), int(frame.group(2)), frame.group(3)))
         elif line.startswith("E ") or line == "E":
-            current.error.append(line[4:] if line.startswith("E   ") else line[1:].strip())
-        elif line.startswith("    ") and current.frames:
-            current.frames[-1].source.append(line[4:])
-    return failures
+            failure.error.append(line[4:] if line.startswith("E   ") else line[1:].strip())
+        elif line.startswith("    ") and failure.frames:
+            failure.frames[-1].source.append(line[4:])
+    return failure

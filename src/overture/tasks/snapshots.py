@@ -11,13 +11,14 @@ measured against the task's starting state, not against the snapshot.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from overture.sandbox.workspace import remove_tree
 from overture.tasks.spec import Task, TaskError
@@ -128,10 +129,9 @@ def starting_base(task: Task, root: str | Path | None = None) -> Path:
         raise SnapshotError(f"task {task.instance_id}: base {base} is not a directory")
     if not task.setup_patch:
         return base
-    key = hashlib.sha256(f"{base.resolve()}\0{task.setup_patch}".encode()).hexdigest()[:16]
-    target = (
-        Path(root or default_bases_root()) / f"{re.sub(r'[^A-Za-z0-9._-]', '-', task.instance_id)[:80]}-{key}"
-    )
+    # Named by a hash only: the sandbox's mount table shows this path, so it must say nothing.
+    key = hashlib.sha256(f"{base.resolve()}\0{task.setup_patch}".encode()).hexdigest()[:24]
+    target = Path(root or default_bases_root()) / key
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -139,11 +139,14 @@ def starting_base(task: Task, root: str | Path | None = None) -> Path:
     try:
         _link_tree(base, staging)
         for rel in patched_files(task.setup_patch):
-            _unshare(staging / rel)
+            _unshare(staging, rel, task.instance_id)
         apply_patch(staging, task.setup_patch, f"task {task.instance_id}: setup_patch")
         os.rename(staging, target)
-    except FileExistsError:
+    except OSError as exc:
         remove_tree(staging)
+        # Another thread or process made it first: renaming onto it gives EEXIST or ENOTEMPTY.
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not target.is_dir():
+            raise
     except BaseException:
         remove_tree(staging)
         raise
@@ -162,9 +165,19 @@ def _link_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, symlinks=True, copy_function=link_or_copy, dirs_exist_ok=True)
 
 
-def _unshare(path: Path) -> None:
-    """Replace a hard link with a private copy, so that patching it leaves the snapshot intact."""
-    if path.is_file() and not path.is_symlink():
+def _unshare(root: Path, rel: str, instance_id: str) -> None:
+    """Replace a hard link with a private copy, so that patching it leaves the snapshot intact.
+
+    The path must stay inside `root` without passing through a symlink: a task file is input,
+    and its patch must not reach the host through a link in its base."""
+    parts = PurePosixPath(rel).parts
+    if PurePosixPath(rel).is_absolute() or ".." in parts:
+        raise SnapshotError(f"task {instance_id}: setup_patch names a path outside the workspace: {rel}")
+    for depth in range(1, len(parts) + 1):
+        if (root.joinpath(*parts[:depth])).is_symlink():
+            raise SnapshotError(f"task {instance_id}: setup_patch writes through a symlink: {rel}")
+    path = root / rel
+    if path.is_file():
         private = path.with_name(f".{path.name}.copy")
         shutil.copy2(path, private)
         os.replace(private, path)

@@ -88,6 +88,8 @@ class Task:
         values = {key: value for key, value in data.items() if key in known}
         extra = {key: value for key, value in data.items() if key not in known}
         name = values.get("instance_id", "<no instance_id>")
+        if not isinstance(name, str):
+            raise TaskError(f"task {name!r}: instance_id must be a string")
         for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
             if isinstance(values.get(key), str):
                 try:
@@ -111,7 +113,10 @@ class Task:
         ):
             if key in values and not isinstance(values[key], str):
                 raise TaskError(f"task {name}: {key} must be a string, got {type(values[key]).__name__}")
-        metadata = dict(values.pop("metadata", None) or {})
+        metadata = values.pop("metadata", None) or {}
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("extra", {}), dict):
+            raise TaskError(f"task {name}: metadata (and metadata.extra) must be JSON objects")
+        metadata = dict(metadata)
         if extra:
             metadata["extra"] = {**metadata.get("extra", {}), **extra}
         try:

@@ -13,7 +13,7 @@ import hashlib
 import random
 from collections.abc import Iterable
 
-from overture.tasks.pytest_report import Failure
+from overture.tasks.pytest_report import Failure, is_test_file
 
 MAX_TESTS_LISTED = 5
 MAX_ERROR_LINES = 8
@@ -33,15 +33,6 @@ CLOSINGS = (
     "Expected: the test suite passes.",
     "The tests themselves look right to me, so the problem should be in the library.",
 )
-
-
-def is_test_path(path: str) -> bool:
-    parts = path.replace("\\", "/").split("/")
-    name = parts[-1]
-    return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        or any(part in ("tests", "test", "testing") for part in parts[:-1])
-    )  # fmt: skip
 
 
 def write_statement(
@@ -80,7 +71,7 @@ def _report(failure: Failure) -> list[str]:
     block = ["```", "Traceback (most recent call last):"]
     for frame in failure.frames[-MAX_FRAMES:]:
         block.append(f'  File "{frame.path}", line {frame.line}, in {frame.function}')
-        if is_test_path(frame.path):
+        if is_test_file(frame.path):
             block += [f"    {source.strip()}" for source in frame.source[:2] if source.strip()]
     error = [line for line in failure.error if line.strip()][:MAX_ERROR_LINES]
     block += error or ["(no error message)"]

@@ -34,10 +34,10 @@ from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
-from overture.tasks.pytest_report import run_pytest
+from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest
 from overture.tasks.snapshots import repository_files, store_snapshot
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
-from overture.tasks.statement import is_test_path, write_statement
+from overture.tasks.statement import write_statement
 
 NON_LIBRARY = frozenset({"setup.py", "conftest.py", "noxfile.py"})
 
@@ -69,6 +69,7 @@ class Baseline:
     snapshot: Path
     test_cmd: str
     passed: list[str]
+    xfail: list[str]  # the passing tests that pass by failing as expected
     seconds: float
 
 
@@ -79,7 +80,7 @@ def library_files(snapshot: Path) -> list[str]:
     """The Python files of a snapshot that bugs go into: not tests, not packaging scripts."""
     return [
         rel for rel in repository_files(snapshot)
-        if rel.endswith(".py") and not is_test_path(rel) and Path(rel).name not in NON_LIBRARY
+        if rel.endswith(".py") and not is_test_file(rel) and Path(rel).name not in NON_LIBRARY
         and not (snapshot / rel).is_symlink()
     ]  # fmt: skip
 
@@ -98,7 +99,7 @@ async def run_baseline(
     if not passed:
         tail = (run.result.stdout + run.result.stderr).strip()[-800:]
         raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`):\n{tail}")
-    return Baseline(repo, snapshot, test_cmd, passed, loop.time() - started)
+    return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started)
 
 
 def ordered_candidates(snapshot: Path, files: list[str], seed: int) -> list[Mutation]:
@@ -172,18 +173,19 @@ class Synthesizer:
         if run.result.timed_out:
             self.stats.timed_out += 1
             return None
-        broken = [test for test in self.baseline.passed if test not in run.passed]
+        xfail = self.baseline.xfail
+        broken = [t for t in self.baseline.passed if not outcome_passes(t, run.outcomes.get(t), xfail)]
         if not broken:
             self.stats.unnoticed += 1
             return None
         clean = self.source(mutation.path)
         digest = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()[:10]
-        instance_id = f"{self.baseline.repo}__{mutation.kind}-{digest}"
+        instance_id = f"{self.baseline.repo}-{digest}"  # no hint of the kind of bug
         still = [test for test in self.baseline.passed if test not in broken]
         rng = random.Random(f"{self.seed}:{instance_id}")
         sampled = set(rng.sample(still, min(self.config.tasks.pass_to_pass, len(still))))
         statement = write_statement(
-            self.baseline.repo, broken, {test: run.failure(test) for test in broken},
+            self.baseline.repo, broken, {test: run.failures.get(test) for test in broken},
             changed_lines(clean, mutated), seed=instance_id,
         )  # fmt: skip
         return Task(
@@ -203,6 +205,7 @@ class Synthesizer:
                 "line": mutation.line,
                 "description": mutation.description,
                 "synthesized": True,
+                "xfail": [test for test in self.baseline.xfail if test in broken or test in sampled],
             },
         )
 

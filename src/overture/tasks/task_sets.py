@@ -36,7 +36,7 @@ def bundled_repo(name: str) -> Path:
     raise TaskError(f"no bundled repository named {name!r} (bundled: {known})")
 
 
-def share(total: int, parts: int) -> list[int]:
+def split_evenly(total: int, parts: int) -> list[int]:
     """`total` split into `parts` near-equal counts, the larger ones first."""
     return [total // parts + (index < total % parts) for index in range(parts)]
 
@@ -60,7 +60,7 @@ async def build_task_set(
     tasks: list[Task] = []
     stats: list[SynthesisStats] = []
     async with SandboxPool(config.sandbox) as pool:
-        for repo, wanted in zip(repos, share(count, len(repos)), strict=True):
+        for repo, wanted in zip(repos, split_evenly(count, len(repos)), strict=True):
             if wanted == 0:
                 continue
             found, repo_stats = await synthesize_repo(
