@@ -17,6 +17,7 @@ from typing import Any
 from overture.config import TasksConfig
 from overture.sandbox import SandboxError, SandboxPool
 from overture.tasks.grading import decide, passes, patch_workspace
+from overture.tasks.parallel import map_bounded
 from overture.tasks.pytest_report import PytestRun, run_pytest
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task, TaskError
@@ -90,13 +91,4 @@ async def check_tasks(
     progress: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """Check every task, `jobs` at a time; results in task order."""
-    gate = asyncio.Semaphore(jobs)
-
-    async def one(task: Task) -> CheckResult:
-        async with gate:
-            result = await check_task(pool, task, config)
-        if progress is not None:
-            progress(result)
-        return result
-
-    return list(await asyncio.gather(*(one(task) for task in tasks)))
+    return await map_bounded(tasks, lambda task: check_task(pool, task, config), jobs, progress)

@@ -35,6 +35,7 @@ from overture.agent import ScriptedPolicy, ToolSet, Trajectory
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.episodes import run_task_episode
+from overture.tasks.parallel import map_bounded
 from overture.tasks.snapshots import apply_patch, patched_files, starting_base
 from overture.tasks.spec import Task
 from overture.text import Tokenizer, ToolCall
@@ -236,14 +237,7 @@ async def solve_all(
     progress: Callable[[OracleResult], None] | None = None,
 ) -> list[OracleResult]:
     """The oracle on every task, `jobs` at a time; results in task order."""
-    gate = asyncio.Semaphore(jobs)
     tools = ToolSet()
-
-    async def one(task: Task) -> OracleResult:
-        async with gate:
-            result = await solve_with_oracle(task, pool, tokenizer, config, tools)
-        if progress is not None:
-            progress(result)
-        return result
-
-    return list(await asyncio.gather(*(one(task) for task in tasks)))
+    return await map_bounded(
+        tasks, lambda task: solve_with_oracle(task, pool, tokenizer, config, tools), jobs, progress
+    )
