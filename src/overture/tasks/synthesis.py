@@ -181,7 +181,8 @@ class Synthesizer:
         clean = self.source(mutation.path)
         digest = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()[:10]
         instance_id = f"{self.baseline.repo}-{digest}"  # no hint of the kind of bug
-        still = [test for test in self.baseline.passed if test not in broken]
+        broken_set = set(broken)
+        still = [test for test in self.baseline.passed if test not in broken_set]
         rng = random.Random(f"{self.seed}:{instance_id}")
         sampled = set(rng.sample(still, min(self.config.tasks.pass_to_pass, len(still))))
         statement = write_statement(
@@ -205,7 +206,7 @@ class Synthesizer:
                 "line": mutation.line,
                 "description": mutation.description,
                 "synthesized": True,
-                "xfail": [test for test in self.baseline.xfail if test in broken or test in sampled],
+                "xfail": [test for test in self.baseline.xfail if test in broken_set or test in sampled],
             },
         )
 
