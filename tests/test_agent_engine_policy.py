@@ -8,10 +8,10 @@ from agent_helpers import make_repo, tokenizer
 from conftest import tiny_model_config
 
 from overture.agent import Episode, Policy
-from overture.cli.agent_run import EnginePolicy
 from overture.config import AgentConfig, SandboxConfig
 from overture.engine import Engine
 from overture.model import Transformer
+from overture.rl.engine_policy import EnginePolicy
 from overture.sandbox import SandboxPool
 
 

@@ -1,7 +1,7 @@
 """What `overture tools run` and `overture agent` do, apart from argument parsing.
 
-Layer 6 glue: `EnginePolicy` adapts the rollout engine to the agent's `Policy` protocol (the
-agent layer never imports the engine), a scripted policy stands in for a model in tests and
+Layer 6 glue: a checkpoint runs through the engine behind the agent's `Policy` protocol
+(`overture.rl.engine_policy.EnginePolicy`), a scripted policy stands in for a model in tests and
 demos, an observer prints the episode as it runs, and `apply_diff` writes the sandbox's diff
 back to the repository with `patch`.
 """
@@ -12,54 +12,17 @@ import asyncio
 import json
 import subprocess
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overture.agent import Episode, Generation, ScriptedPolicy, ToolContext, ToolSet, Trajectory
+from overture.agent import Episode, ScriptedPolicy, ToolContext, ToolSet, Trajectory
 from overture.config import RunConfig
+from overture.rl.engine_policy import EnginePolicy
 from overture.sandbox import SandboxError, SandboxPool
 from overture.text import Tokenizer, train_default_tokenizer
 
 RESPONSE_PREVIEW_LINES = 15
-
-
-class EngineRequest:
-    """An engine request seen as a `PolicyRequest`."""
-
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
-
-    def abort(self) -> None:
-        self._handle.abort()
-
-    async def _result(self) -> Generation:
-        completion = await self._handle
-        return Generation(
-            token_ids=list(completion.token_ids),
-            logprobs=list(completion.logprobs),
-            versions=list(completion.versions),
-            finish_reason=completion.finish_reason,
-        )
-
-    def __await__(self) -> Generator[Any, None, Generation]:
-        return self._result().__await__()
-
-
-class EnginePolicy:
-    """`overture.engine.Engine` behind the agent's `Policy` protocol."""
-
-    def __init__(self, engine: Any, **sampling: Any) -> None:
-        self.engine = engine
-        self.sampling = sampling
-
-    def close(self) -> None:
-        self.engine.close()
-
-    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> EngineRequest:
-        # The engine refuses a request longer than its model length; ask for what fits.
-        budget = max(1, min(max_new_tokens, self.engine.max_model_len - len(prompt_ids)))
-        return EngineRequest(self.engine.submit(prompt_ids, max_new_tokens=budget, **self.sampling))
 
 
 def load_tokenizer(directory: Path | None) -> Tokenizer:

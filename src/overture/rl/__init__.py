@@ -1,5 +1,5 @@
 """Layer 5: training — advantages, the RL objective, micro-batching, the trainer, checkpoints,
-SFT, and the language-model warm-up.
+SFT, the language-model warm-up, and the RL orchestrator (sync / async / async+partial).
 
 Importing this package is cheap: names are loaded from their modules on first use, so that
 `import overture.rl` does not pull in torch until something needs it.
@@ -24,6 +24,11 @@ _EXPORTS = {
     "latest_checkpoint": "overture.rl.checkpoints",
     "TrainingCheckpointError": "overture.rl.checkpoints",
     "sft": "overture.rl.sft",
+    "EnginePolicy": "overture.rl.engine_policy",
+    "Orchestrator": "overture.rl.orchestrator",
+    "StepReport": "overture.rl.orchestrator",
+    "LocalEngine": "overture.rl.orchestrator",
+    "LocalTrainer": "overture.rl.orchestrator",
 }
 
 __all__ = sorted(_EXPORTS)

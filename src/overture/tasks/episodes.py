@@ -4,7 +4,8 @@
 policy works on the task's starting workspace through the agent's tools, then the same sandbox
 is graded (`overture.tasks.grading`) and the trajectory gets its reward and `reward_info`.
 An episode that failed (the policy raised, the sandbox died) is not graded: reward 0, with the
-reason in `reward_info`.
+reason in `reward_info`. `grade_episode` is that grading step alone, for callers that keep
+the sandbox open across an abort and a resume (the RL orchestrator's partial rollouts).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.agent.episode import Observer
 from overture.config import RunConfig
-from overture.sandbox import SandboxError, SandboxPool
+from overture.sandbox import Sandbox, SandboxError, SandboxPool
 from overture.tasks.grading import grade, reward
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task
@@ -39,16 +40,27 @@ async def run_task_episode(
             task_id=task.instance_id, group_id=group_id, observer=observer,
         )  # fmt: skip
         trajectory = await episode.run()
-        if trajectory.status in ("failed", "aborted"):
-            trajectory.reward = 0.0
-            trajectory.reward_info.update(score=0.0, resolution="none", reason=f"episode {trajectory.status}")
-            return trajectory
-        try:
-            result = await grade(task, box, config.tasks)
-        except (SandboxError, OSError) as exc:
-            trajectory.reward = 0.0
-            trajectory.reward_info.update(score=0.0, resolution="none", reason=f"grading failed: {exc}")
-            return trajectory
+        return await grade_episode(task, box, trajectory, config)
+
+
+async def grade_episode(
+    task: Task, sandbox: Sandbox, trajectory: Trajectory, config: RunConfig
+) -> Trajectory:
+    """Give `trajectory` (an episode on `task` that ended in `sandbox`) its reward and `reward_info`.
+
+    A failed or aborted episode is not graded (reward 0, the reason in `reward_info`); nor is one
+    whose grading cannot run (the sandbox broke). The sandbox stays open: its owner closes it.
+    """
+    if trajectory.status in ("failed", "aborted"):
+        trajectory.reward = 0.0
+        trajectory.reward_info.update(score=0.0, resolution="none", reason=f"episode {trajectory.status}")
+        return trajectory
+    try:
+        result = await grade(task, sandbox, config.tasks)
+    except (SandboxError, OSError) as exc:
+        trajectory.reward = 0.0
+        trajectory.reward_info.update(score=0.0, resolution="none", reason=f"grading failed: {exc}")
+        return trajectory
     trajectory.reward, info = reward(
         result,
         config.tasks,

@@ -1,0 +1,383 @@
+"""The RL orchestrator: rollout groups in flight, batches to the trainer, weights to the engine.
+
+One code path, three modes by configuration (DESIGN.md decisions 2-3):
+
+- `sync` (`rl.staleness` η = 0, `rl.overprovision` O = 1): B groups run under version v, the
+  trainer takes them, the engine gets version v + 1, the next B groups start. Nothing generates
+  while the trainer runs.
+- `async` (η ≥ 1): generation goes on under the old weights while the trainer runs; episodes in
+  flight at a weight update continue under the new weights, every token keeping its version.
+- `async+partial` (O > 1, needs η ≥ 1): up to ceil(O × B) groups in flight; when B are
+  complete every episode still in flight is aborted (its tokens, logprobs and versions kept,
+  its sandbox held), the trainer runs, and after the weight update the aborted episodes
+  resume first, with what is left of their budgets. Groups stay whole.
+
+Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are in
+flight and the groups started (less those dropped) stay below (η + v + 1) × B, v being the
+trainer's version. A complete group joins a batch only if every policy token's version is
+≥ v − η; otherwise it is dropped, counted, and its task re-queued.
+
+Engine and trainer are reached through small async interfaces (`EngineHandle`,
+`TrainerHandle`), in process by default (`LocalEngine`, `LocalTrainer`: heavy compute runs off
+the event loop), so that Ray actor handles can stand in for them (DESIGN.md decision 7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from overture.agent import Policy, ToolSet, Trajectory
+from overture.config import RunConfig
+from overture.rl.engine_policy import EnginePolicy
+from overture.rl.rollout_groups import (
+    RolloutEnv,
+    RolloutGroup,
+    RolloutStats,
+    TaskQueue,
+    admissible,
+    policy_versions,
+    staleness,
+)
+from overture.rl.samples import samples_from_trajectories
+from overture.sandbox import SandboxPool
+from overture.tasks.spec import Task
+from overture.text import Tokenizer
+
+Weights = Mapping[str, Any]
+
+
+class EngineHandle(Protocol):
+    """What the orchestrator needs of the rollout engine."""
+
+    @property
+    def version(self) -> int: ...
+
+    def policy(self) -> Policy:
+        """The engine behind the agent's `Policy` protocol."""
+        ...
+
+    async def update_weights(self, weights: Weights, version: int) -> None: ...
+
+
+class TrainerHandle(Protocol):
+    """What the orchestrator needs of the trainer."""
+
+    @property
+    def version(self) -> int: ...
+
+    async def train(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """One optimizer update on a batch of whole groups; its metrics."""
+        ...
+
+    async def export_weights(self) -> Weights: ...
+
+
+class LocalEngine:
+    """An in-process `overture.engine.Engine` as an `EngineHandle`; `sampling` applies to every request."""
+
+    def __init__(self, engine: Any, **sampling: Any) -> None:
+        self.engine = engine
+        self.sampling = sampling
+
+    @property
+    def version(self) -> int:
+        return self.engine.version
+
+    def policy(self) -> Policy:
+        return EnginePolicy(self.engine, **self.sampling)
+
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        # Blocks until the engine's step thread has swapped them in: off the event loop.
+        await asyncio.to_thread(self.engine.update_weights, weights, version)
+
+
+class LocalTrainer:
+    """An in-process `overture.rl.trainer.Trainer` as a `TrainerHandle` (steps run in a thread)."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    @property
+    def version(self) -> int:
+        return self.trainer.policy_version
+
+    async def train(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        return await asyncio.to_thread(self._train, trajectories)
+
+    def _train(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        samples, report = samples_from_trajectories(trajectories, self.trainer.config.rl)
+        if not samples:  # every group dropped (rl.drop_zero_signal_groups): nothing to step on
+            return {"skipped": 1.0, "zero_signal_groups": report.zero_signal_groups}
+        metrics = self.trainer.rl_step(samples)
+        metrics.update(zero_signal_groups=report.zero_signal_groups, masked_truncated=report.masked_truncated)
+        return metrics
+
+    async def export_weights(self) -> Weights:
+        return await asyncio.to_thread(self.trainer.export_weights)
+
+
+@dataclass
+class StepReport:
+    """One batch of the orchestrator (one optimizer update, unless every group of the batch was
+    dropped for lack of signal: then `version` stays and `train_metrics["skipped"]` is 1), JSON-ready
+    through `to_dict()`.
+
+    Counts (`groups_dropped_stale`, `episodes_*`, `tokens_generated`, `generation_idle_s`,
+    `wall_s`) cover the time since the previous report. `staleness` maps trainer version minus
+    a trajectory's oldest token version to the number of admitted trajectories with that lag.
+    """
+
+    step: int
+    version: int
+    reward_mean: float
+    resolved_share: float
+    staleness: dict[int, int]
+    off_policy_token_share: float
+    groups_dropped_stale: int
+    episodes_aborted: int
+    episodes_resumed: int
+    episodes_retried: int
+    episodes_failed: int
+    multi_version_trajectories: int
+    generation_idle_s: float
+    training_s: float
+    tokens_generated: int
+    wall_s: float
+    train_metrics: dict[str, float] = field(default_factory=dict)
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field but the trajectories (write those with `Trajectory.to_dict`)."""
+        data = {k: v for k, v in self.__dict__.items() if k != "trajectories"}
+        data["staleness"] = {str(lag): count for lag, count in sorted(self.staleness.items())}
+        return data
+
+
+def check_config(config: RunConfig, train_tasks: Sequence[Task]) -> None:
+    """A clear error naming the key when the configuration cannot run the orchestrator."""
+    rl = config.rl
+    if rl.group_size < 2:
+        raise ValueError(
+            f"rl.group_size = {rl.group_size}: a group needs at least 2 episodes (advantages compare them)"
+        )
+    if rl.overprovision > 1 and rl.staleness < 1:
+        raise ValueError(
+            f"rl.overprovision = {rl.overprovision:g} needs rl.staleness >= 1: a resumed partial rollout "
+            "holds tokens one version old, which rl.staleness = 0 would always drop"
+        )
+    in_flight = groups_in_flight(config)
+    if len(train_tasks) < in_flight:
+        raise ValueError(
+            f"{len(train_tasks)} train tasks, but rl.batch_groups x rl.overprovision = {in_flight} groups "
+            "run at once, each on its own task: give more train tasks or lower rl.batch_groups"
+        )
+    if rl.minibatches > rl.batch_groups * rl.group_size:
+        raise ValueError(
+            f"rl.minibatches = {rl.minibatches} exceeds the {rl.batch_groups * rl.group_size} trajectories "
+            "of a batch (rl.batch_groups x rl.group_size)"
+        )
+
+
+def groups_in_flight(config: RunConfig) -> int:
+    return math.ceil(config.rl.overprovision * config.rl.batch_groups)
+
+
+class Orchestrator:
+    """Runs rollout groups on the engine's policy and trains on them (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        tasks: Sequence[Task],
+        engine: EngineHandle,
+        trainer: TrainerHandle,
+        pool: SandboxPool,
+        tokenizer: Tokenizer,
+        policy: Policy | None = None,
+        tools: ToolSet | None = None,
+    ) -> None:
+        """`tasks`: the task set (its train split is used). `policy`: what the episodes call,
+        by default `engine.policy()` (pass a wrapper around it to observe or disturb episodes)."""
+        train = [task for task in tasks if task.split == "train"]
+        check_config(config, train)
+        if engine.version != trainer.version:
+            raise ValueError(
+                f"the engine serves version {engine.version} but the trainer is at {trainer.version}: "
+                "start both from the same weights"
+            )
+        self.config, self.engine, self.trainer = config, engine, trainer
+        self.batch_groups, self.staleness_bound = config.rl.batch_groups, config.rl.staleness
+        self.max_in_flight = groups_in_flight(config)
+        self.partial = config.rl.overprovision > 1
+        self.queue = TaskQueue(train, config.seed)
+        self.stats = RolloutStats()
+        self.env = RolloutEnv(policy or engine.policy(), pool, tokenizer, config, tools)
+        self.version = trainer.version
+        self._in_flight: dict[asyncio.Task, RolloutGroup] = {}
+        self._complete: list[tuple[RolloutGroup, list[Trajectory]]] = []
+        self._started = 0  # groups started and not dropped (AReaL's accepted + running)
+        self._dropped = 0
+        self._group_ids = 0
+        self._changed = asyncio.Event()
+        self._error: BaseException | None = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self, steps: int, on_step: Callable[[StepReport], None] | None = None) -> list[StepReport]:
+        """Train for `steps` batches; one `StepReport` each (also handed to `on_step` as it comes).
+        Groups still in flight at the end are cancelled: an orchestrator runs once."""
+        reports: list[StepReport] = []
+        last = time.monotonic()
+        self.stats.take()
+        try:
+            self._fill()
+            while len(reports) < steps:
+                batch = await self._next_batch()
+                report = await self._train(batch, len(reports) + 1, last)
+                last = time.monotonic()
+                reports.append(report)
+                if on_step is not None:
+                    on_step(report)
+        finally:
+            await self._stop()
+        return reports
+
+    async def _next_batch(self) -> list[tuple[RolloutGroup, list[Trajectory]]]:
+        """Wait until B admissible groups are complete; take them (oldest first)."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            self._drop_stale()
+            if len(self._complete) >= self.batch_groups:
+                batch = self._complete[: self.batch_groups]
+                del self._complete[: self.batch_groups]
+                return batch
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _train(
+        self, batch: list[tuple[RolloutGroup, list[Trajectory]]], step: int, since: float
+    ) -> StepReport:
+        """Pause (partial mode), train, push the weights, resume; the step's report."""
+        paused = list(self._in_flight.values()) if self.partial else []
+        for group in paused:
+            group.pause()
+        trajectories = [t for _, group in batch for t in group]
+        trained_under = self.version
+        began = time.monotonic()
+        metrics = await self.trainer.train(trajectories)
+        training_s = time.monotonic() - began
+        version = self.trainer.version
+        if version == trained_under:
+            # No optimizer step (every group was dropped for lack of signal): no new weights, and
+            # these groups made no version, so they give their staleness capacity back.
+            self._started -= len(batch)
+        else:
+            await self.engine.update_weights(await self.trainer.export_weights(), version)
+            if self.engine.version != version:
+                raise RuntimeError(
+                    f"the engine serves version {self.engine.version} after an update to version {version}"
+                )
+        self.version = version
+        for group in paused:
+            group.release()  # resumed first: they are released before any new group starts
+        self._fill()
+        return self._report(step, trajectories, trained_under, metrics, training_s, since)
+
+    # ------------------------------------------------------------------ admission
+
+    def _fill(self) -> None:
+        """Start groups while the in-flight cap and the staleness capacity allow."""
+        if self._stopping:
+            return
+        capacity = (self.staleness_bound + self.version + 1) * self.batch_groups
+        while len(self._in_flight) < self.max_in_flight and self._started < capacity:
+            self._start_group(self.queue.next())
+
+    def _start_group(self, task: Task) -> None:
+        self._group_ids += 1
+        group = RolloutGroup(task, f"{task.instance_id}#g{self._group_ids}", self.env, self.stats)
+        runner = asyncio.create_task(group.run(), name=group.group_id)
+        self._in_flight[runner] = group
+        self._started += 1
+        runner.add_done_callback(self._group_done)
+
+    def _group_done(self, runner: asyncio.Task) -> None:
+        group = self._in_flight.pop(runner)
+        if runner.cancelled():
+            return
+        error = runner.exception()
+        if error is not None:
+            self._error = self._error or error
+        else:
+            self._complete.append((group, runner.result()))
+            self._fill()
+        self._changed.set()
+
+    def _drop_stale(self) -> None:
+        """Drop complete groups holding a token older than trainer version − η; re-queue their tasks."""
+        kept = []
+        for group, trajectories in self._complete:
+            if admissible(trajectories, self.version, self.staleness_bound):
+                kept.append((group, trajectories))
+            else:
+                self._dropped += 1
+                self._started -= 1
+                self.queue.requeue(group.task)
+        if len(kept) != len(self._complete):
+            self._complete = kept
+            self._fill()
+
+    async def _stop(self) -> None:
+        """Cancel what is still in flight (their sandboxes close) once the steps are done."""
+        self._stopping = True
+        runners = list(self._in_flight)
+        for group in self._in_flight.values():
+            group.release()
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+
+    # ------------------------------------------------------------------ reports
+
+    def _report(
+        self,
+        step: int,
+        trajectories: list[Trajectory],
+        trained_under: int,
+        metrics: dict[str, float],
+        training_s: float,
+        since: float,
+    ) -> StepReport:
+        counts = self.stats.take()
+        versions = [policy_versions(t) for t in trajectories]
+        policy_tokens = sum(len(v) for v in versions)
+        off_policy = sum(1 for vs in versions for v in vs if v < trained_under)
+        dropped, self._dropped = self._dropped, 0
+        return StepReport(
+            step=step,
+            version=self.version,
+            reward_mean=sum(t.reward for t in trajectories) / len(trajectories),
+            resolved_share=sum(bool(t.metrics.get("resolved")) for t in trajectories) / len(trajectories),
+            staleness=dict(Counter(staleness(t, trained_under) for t in trajectories)),
+            off_policy_token_share=off_policy / policy_tokens if policy_tokens else 0.0,
+            groups_dropped_stale=dropped,
+            episodes_aborted=int(counts["aborted"]),
+            episodes_resumed=int(counts["resumed"]),
+            episodes_retried=int(counts["retried"]),
+            episodes_failed=int(counts["failed"]),
+            multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),
+            generation_idle_s=round(counts["idle_s"], 6),
+            training_s=round(training_s, 6),
+            tokens_generated=int(counts["tokens"]),
+            wall_s=round(time.monotonic() - since, 6),
+            train_metrics=dict(metrics),
+            trajectories=trajectories,
+        )

@@ -1,0 +1,169 @@
+"""The RL orchestrator in its three modes, with a tiny random MoE served by a real engine, a real
+trainer, real sandboxes and synthesized tasks: staleness bounds, weight versions, whole groups,
+partial rollouts that are aborted and resumed, sandbox deaths, and configuration errors."""
+
+from __future__ import annotations
+
+import pytest
+from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator, save_tiny_policy
+
+from overture.agent import Trajectory
+from overture.rl.orchestrator import StepReport, check_config
+from overture.rl.rollout_groups import TaskQueue, admissible, policy_versions, staleness
+from overture.text import train_default_tokenizer
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_tiny_policy(tmp_path_factory.mktemp("tiny_policy"), train_default_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def tasks(numbers_task_set):
+    return numbers_task_set[1]
+
+
+def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups: int) -> None:
+    """Each batch: B blocks of G trajectories, one group and one task per block, none unfinished."""
+    seen: set[str] = set()
+    for report in reports:
+        assert len(report.trajectories) == group_size * batch_groups
+        for start in range(0, len(report.trajectories), group_size):
+            block = report.trajectories[start : start + group_size]
+            assert len({t.group_id for t in block}) == 1 and len({t.task_id for t in block}) == 1
+            assert block[0].group_id not in seen  # a group is trained on once
+            seen.add(block[0].group_id)
+        assert all(t.status in ("finished", "truncated", "failed") for t in report.trajectories)
+
+
+def test_sync_mode_trains_on_fresh_rollouts_only(checkpoint, tasks):
+    config = run_config(staleness=0, overprovision=1.0)
+    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=2)
+    assert [r.step for r in reports] == [1, 2] and [r.version for r in reports] == [1, 2]
+    assert engine_version == 2
+    for report in reports:
+        assert report.staleness == {0: len(report.trajectories)}
+        assert report.off_policy_token_share == 0.0
+        # Every policy token was made by the weights trained at this step: nothing generated meanwhile.
+        assert {v for t in report.trajectories for v in policy_versions(t)} == {report.version - 1}
+        assert report.episodes_aborted == report.episodes_resumed == report.groups_dropped_stale == 0
+        assert report.tokens_generated == sum(len(policy_versions(t)) for t in report.trajectories) > 0
+        assert report.to_dict()["staleness"] == {"0": 4} and "trajectories" not in report.to_dict()
+    assert_whole_groups(reports, 2, 2)
+
+
+def test_async_mode_generates_during_training_within_the_staleness_bound(checkpoint, tasks):
+    config = run_config(staleness=1, overprovision=1.0)
+    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=3)
+    assert engine_version == 3
+    lags = [lag for report in reports for lag in report.staleness]
+    assert max(lags) == 1  # never beyond eta, and reached: rollouts ran under the old weights
+    for report in reports:
+        trained_under = report.version - 1
+        for trajectory in report.trajectories:
+            assert min(policy_versions(trajectory)) >= trained_under - 1
+    assert any(r.off_policy_token_share > 0 for r in reports[1:])
+    assert_whole_groups(reports, 2, 2)
+
+
+def test_partial_rollouts_are_aborted_resumed_and_keep_each_tokens_version(checkpoint, tasks):
+    config = run_config(staleness=1, overprovision=2.0)
+    # Two sequences at a time: episodes end in waves, so some are mid-turn when B groups are done.
+    config.engine.max_batch_size = 2
+    config.agent.max_new_tokens = 24
+    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=3)
+    assert engine_version == 3
+    assert sum(r.episodes_aborted for r in reports) > 0 and sum(r.episodes_resumed for r in reports) > 0
+    spanning = [
+        (report, t) for report in reports for t in report.trajectories if len(set(policy_versions(t))) > 1
+    ]
+    assert spanning and sum(r.multi_version_trajectories for r in reports) == len(spanning)
+    for report, trajectory in spanning:
+        versions = policy_versions(trajectory)
+        # Tokens made before the abort keep the old version, those after it the next one.
+        assert versions == sorted(versions) and versions[-1] - versions[0] == 1
+        assert report.version - 1 - versions[0] <= 1
+    for report in reports:
+        assert max(report.staleness) <= 1
+    assert_whole_groups(reports, 2, 2)
+
+
+def test_an_episode_whose_sandbox_dies_is_retried_once_in_a_fresh_sandbox(checkpoint, tasks):
+    config = run_config(batch_groups=1)
+    killers: list[SandboxKillingPolicy] = []
+
+    def wrap(policy):
+        killers.append(SandboxKillingPolicy(policy, kills=1))
+        return killers[0]
+
+    (report,), _ = run_orchestrator(checkpoint, tasks, config, steps=1, wrap_policy=wrap)
+    killed = len(killers[0].killed)
+    assert killed >= 1
+    assert report.episodes_retried == killed and report.episodes_failed == 0
+    assert all(t.status != "failed" for t in report.trajectories)
+
+
+def test_an_episode_whose_sandbox_dies_twice_is_kept_as_failed_with_reward_zero(checkpoint, tasks):
+    config = run_config(batch_groups=1)
+    (report,), _ = run_orchestrator(
+        checkpoint, tasks, config, steps=1, wrap_policy=lambda policy: SandboxKillingPolicy(policy, kills=99)
+    )
+    assert report.episodes_retried == report.episodes_failed == 2
+    for trajectory in report.trajectories:
+        assert trajectory.status == "failed" and "sandbox died (twice)" in trajectory.status_reason
+        assert trajectory.reward == 0.0 and trajectory.reward_info["reason"] == "episode failed"
+    assert_whole_groups([report], 2, 1)
+
+
+def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(checkpoint, tasks):
+    # A random model resolves nothing: every group's rewards are equal, so every group is dropped.
+    config = run_config(batch_groups=1, drop_zero_signal_groups=True)
+    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=2)
+    assert engine_version == 0 and [r.version for r in reports] == [0, 0]
+    assert all(r.train_metrics["skipped"] == 1.0 for r in reports)
+    assert all(r.staleness == {0: 2} for r in reports)  # sync: the next groups waited for the batch
+
+
+def test_bad_configurations_name_the_key(tasks):
+    train = [task for task in tasks if task.split == "train"]
+    config = run_config(batch_groups=len(train), overprovision=2.0, staleness=1)
+    with pytest.raises(ValueError, match=r"train tasks.*rl\.batch_groups"):
+        check_config(config, train)
+    with pytest.raises(ValueError, match=r"rl\.staleness"):
+        check_config(run_config(overprovision=2.0, staleness=0), train)
+    config = run_config()
+    config.rl = config.rl.model_copy(update={"group_size": 1})  # past the schema's own check
+    with pytest.raises(ValueError, match=r"rl\.group_size"):
+        check_config(config, train)
+    with pytest.raises(ValueError, match=r"rl\.minibatches"):
+        check_config(run_config(minibatches=5), train)
+    check_config(run_config(), train)
+
+
+def trajectory_with_versions(versions: list[int]) -> Trajectory:
+    """Two prompt tokens, then one policy token per version."""
+    n = len(versions)
+    return Trajectory(list(range(2 + n)), [0, 0] + [1] * n, [0.0, 0.0] + [-1.0] * n, [-1, -1, *versions])
+
+
+def test_admission_rule_bounds_the_oldest_policy_token_of_every_trajectory():
+    resumed = trajectory_with_versions([3, 3, 4, 4])  # a partial rollout, aborted under 3, resumed under 4
+    fresh = trajectory_with_versions([5, 5])
+    assert staleness(resumed, 5) == 2 and staleness(fresh, 5) == 0
+    assert admissible([fresh, resumed], 5, 2) and not admissible([fresh, resumed], 5, 1)
+    assert admissible([fresh, fresh], 5, 0) and not admissible([fresh, trajectory_with_versions([4])], 5, 0)
+    assert policy_versions(resumed) == [3, 3, 4, 4]
+
+
+def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(tasks):
+    def order(seed: int) -> list[str]:
+        queue = TaskQueue(tasks, seed)
+        return [queue.next().instance_id for _ in range(2 * len(tasks))]
+
+    assert order(7) == order(7)  # the seed decides the order
+    ids = sorted(t.instance_id for t in tasks)
+    assert sorted(order(7)[: len(tasks)]) == ids == sorted(order(7)[len(tasks) :])  # each once per pass
+    queue = TaskQueue(tasks, seed=7)
+    taken = [queue.next() for _ in range(3)]
+    queue.requeue(taken[1])
+    assert queue.next() is taken[1]
