@@ -175,6 +175,53 @@ def agent(
         echo(f"── applied the diff to {repo}" if diff else "── no changes to apply")
 
 
+@app.command("eval")
+@reports_errors
+def evaluate_checkpoint(
+    config: ConfigPath,
+    checkpoint: Annotated[Path, typer.Option(help="checkpoint directory (with tokenizer.json)")],
+    tasks: Annotated[Path | None, typer.Option(help="task file (default: the config's tasks.source)")] = None,
+    split: Annotated[str, typer.Option(help="tasks of this split (heldout or train)")] = "heldout",
+    samples: Annotated[int, typer.Option(help="episodes per task")] = 1,
+    k: Annotated[list[int] | None, typer.Option("--k", help="report pass@k (repeatable; default 1)")] = None,
+    limit: Annotated[int | None, typer.Option(help="only the first N tasks of the split")] = None,
+    trajectories: Annotated[Path | None, typer.Option(help="write every trajectory (JSONL)")] = None,
+    set_: Overrides = None,
+) -> None:
+    """Held-out pass@1 (and pass@k) of a checkpoint as a coding agent on graded tasks; JSON."""
+    import asyncio
+
+    from overture.engine import Engine
+    from overture.model import load_pretrained
+    from overture.rl.engine_policy import EnginePolicy
+    from overture.rl.evaluation import evaluate
+    from overture.tasks import read_tasks
+    from overture.text import Tokenizer
+
+    run_config = load_config(config, set_ or [])
+    source = str(tasks) if tasks is not None else run_config.tasks.source
+    if source == "builtin":
+        raise typer.BadParameter(
+            "tasks.source is 'builtin': give a task file (build one with `overture tasks synth --bundled`)",
+            param_hint="--tasks",
+        )
+    chosen = [task for task in read_tasks(source) if task.split == split][:limit]
+    if not chosen:
+        raise typer.BadParameter(f"{source}: no tasks in split {split!r}", param_hint="--split")
+    tokenizer = Tokenizer.from_dir(checkpoint)
+    policy = EnginePolicy(Engine(load_pretrained(checkpoint), tokenizer, config=run_config.engine))
+    try:
+        report, episodes = asyncio.run(evaluate(chosen, policy, tokenizer, run_config, samples, k or [1]))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    finally:
+        policy.close()
+    if trajectories is not None:
+        trajectories.parent.mkdir(parents=True, exist_ok=True)
+        trajectories.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in episodes))
+    typer.echo(json.dumps({"checkpoint": str(checkpoint), "split": split, **report.to_dict()}))
+
+
 def _read_text(path: Path, option: str) -> str:
     try:
         return path.read_text()

@@ -1,0 +1,100 @@
+"""Evaluation: a policy on held-out tasks, graded, summarised as pass@k and behaviour metrics.
+
+Each task is attempted `samples` times (independent episodes, each in its own sandbox, all
+sharing one engine so that they batch together). pass@k uses the unbiased estimator of Chen et
+al. (2021, "Evaluating Large Language Models Trained on Code"): with n samples of which c pass,
+pass@k = 1 − C(n − c, k) / C(n, k), averaged over tasks. A task passes when grading says
+`resolved`. Sampling is whatever the policy does (the engine's configured temperature, top-p,
+top-k), so two checkpoints compare fairly only under the same settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from math import comb
+from typing import Any
+
+from overture.agent import Policy, ToolSet, Trajectory
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.tasks import Task, run_task_episode
+from overture.tasks.parallel import map_bounded
+from overture.text import Tokenizer
+
+
+def pass_at_k(samples: int, passed: int, k: int) -> float:
+    """Unbiased pass@k of one task from `samples` attempts of which `passed` resolved it."""
+    if not 0 <= passed <= samples or not 1 <= k <= samples:
+        raise ValueError(f"pass@{k} needs 1 <= k <= samples and 0 <= passed <= samples ({samples}, {passed})")
+    if samples - passed < k:
+        return 1.0
+    return 1.0 - comb(samples - passed, k) / comb(samples, k)
+
+
+@dataclass
+class EvalReport:
+    """Per-task results and their summary."""
+
+    tasks: int
+    samples: int
+    pass_at: dict[int, float]
+    resolved: dict[str, int] = field(default_factory=dict)  # instance_id -> resolved attempts
+    metrics: dict[str, float] = field(default_factory=dict)  # behaviour metrics, mean per episode
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        summary = asdict(self)
+        summary["pass_at"] = {f"pass@{k}": value for k, value in self.pass_at.items()}
+        return summary
+
+
+MEAN_METRICS = (
+    "turns", "tool_calls_per_turn", "parallel_turn_share", "reads_before_first_edit", "invalid_call_rate"
+)  # fmt: skip
+
+
+def summarize(
+    tasks: Sequence[Task], trajectories: Sequence[Trajectory], samples: int, ks: Sequence[int]
+) -> EvalReport:
+    """pass@k and mean behaviour metrics of `samples` trajectories per task (in task order)."""
+    resolved = {task.instance_id: 0 for task in tasks}
+    statuses: dict[str, int] = {}
+    for trajectory in trajectories:
+        resolved[trajectory.task_id] += trajectory.reward_info.get("resolution") == "resolved"
+        statuses[trajectory.status] = statuses.get(trajectory.status, 0) + 1
+    pass_at = {k: _mean([pass_at_k(samples, count, k) for count in resolved.values()]) for k in ks}
+    metrics = {name: _mean([float(t.metrics.get(name, 0.0)) for t in trajectories]) for name in MEAN_METRICS}
+    return EvalReport(len(tasks), samples, pass_at, resolved, metrics, statuses)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+async def evaluate(
+    tasks: Sequence[Task],
+    policy: Policy,
+    tokenizer: Tokenizer,
+    config: RunConfig,
+    samples: int = 1,
+    ks: Sequence[int] = (1,),
+    concurrency: int = 8,
+    progress: Callable[[Trajectory], None] | None = None,
+) -> tuple[EvalReport, list[Trajectory]]:
+    """Run `samples` graded episodes of `policy` per task, `concurrency` at a time."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    if any(k > samples for k in ks):
+        raise ValueError(f"pass@k needs k <= samples ({samples}); got k = {max(ks)}")
+    tools = ToolSet()
+    attempts = [(task, index) for task in tasks for index in range(samples)]
+    async with SandboxPool(config.sandbox) as pool:
+
+        def attempt(item: tuple[Task, int]) -> Awaitable[Trajectory]:
+            task, index = item
+            group = f"eval-{task.instance_id}-{index}"
+            return run_task_episode(task, policy, pool, tokenizer, config, tools, group_id=group)
+
+        trajectories = await map_bounded(attempts, attempt, concurrency, progress)
+    return summarize(tasks, trajectories, samples, ks), trajectories

@@ -1,0 +1,78 @@
+"""Evaluation: the unbiased pass@k estimator, and `overture eval` on a real checkpoint served by the
+engine, every episode graded in a sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_helpers import tokenizer
+from conftest import tiny_model_config
+from typer.testing import CliRunner
+
+from overture.agent import Trajectory
+from overture.cli.main import app
+from overture.model import Transformer, save_pretrained
+from overture.rl.evaluation import pass_at_k, summarize
+from overture.tasks import Task, write_tasks
+
+
+@pytest.mark.parametrize(
+    "samples, passed, k, expected",
+    [(1, 1, 1, 1.0), (1, 0, 1, 0.0), (5, 2, 1, 0.4), (5, 2, 2, 0.7), (5, 4, 2, 1.0), (10, 0, 5, 0.0)],
+)
+def test_pass_at_k_is_the_unbiased_estimator(samples, passed, k, expected):
+    assert pass_at_k(samples, passed, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="pass@3"):
+        pass_at_k(2, 1, 3)
+    with pytest.raises(ValueError, match="pass@1"):
+        pass_at_k(2, 3, 1)
+
+
+def _trajectory(task_id: str, resolved: bool, turns: int) -> Trajectory:
+    return Trajectory(
+        [1, 2], [0, 1], [0.0, -1.0], [-1, 0], task_id=task_id,
+        reward_info={"resolution": "resolved" if resolved else "none"}, metrics={"turns": turns},
+    )  # fmt: skip
+
+
+def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
+    tasks = [Task("a", "r", "p", ["t::x"]), Task("b", "r", "p", ["t::x"])]
+    episodes = [_trajectory("a", True, 2), _trajectory("a", False, 4), _trajectory("b", False, 6),
+                _trajectory("b", False, 8)]  # fmt: skip
+    report = summarize(tasks, episodes, samples=2, ks=[1, 2])
+    assert report.pass_at == {1: 0.25, 2: 0.5}
+    assert report.resolved == {"a": 1, "b": 0}
+    assert report.metrics["turns"] == 5.0
+    assert report.statuses == {"finished": 4}
+
+
+def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path):
+    _, tasks = numbers_task_set
+    checkpoint = tmp_path / "checkpoint"
+    save_pretrained(Transformer(tiny_model_config(vocab_size=tokenizer().vocab_size)), checkpoint)
+    tokenizer().save(checkpoint)
+    task_file = write_tasks(tmp_path / "tasks.jsonl", [t for t in tasks if t.split == "train"][:2])
+    out = tmp_path / "episodes.jsonl"
+    result = CliRunner().invoke(app, [
+        "eval", "configs/tiny.toml", "--checkpoint", str(checkpoint), "--tasks", str(task_file),
+        "--split", "train", "--samples", "2", "--k", "1", "--k", "2", "--trajectories", str(out),
+        "--set", "agent.max_turns=2", "--set", "agent.max_new_tokens=8", "--set", "agent.search_backend=bm25",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["tasks"] == 2 and summary["samples"] == 2
+    assert set(summary["pass_at"]) == {"pass@1", "pass@2"}
+    assert sum(summary["statuses"].values()) == 4
+    episodes = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(episodes) == 4
+    assert all("resolution" in e["reward_info"] for e in episodes)  # graded (or said why not)
+
+
+def test_eval_refuses_a_builtin_source_without_a_task_file(tmp_path):
+    result = CliRunner().invoke(app, ["eval", "configs/tiny.toml", "--checkpoint", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "overture tasks synth --bundled" in " ".join(result.output.replace("│", " ").split())
