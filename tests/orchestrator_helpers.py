@@ -74,8 +74,9 @@ def run_orchestrator(
 
 
 def our_sandbox_holders() -> list[int]:
-    """Pids of the namespace holders of this process's started sandboxes (its children named so,
-    their overlay mounted)."""
+    """Pids of the namespace holders of this process's started sandboxes: its children named so,
+    their overlay mounted and their `ready` written (the holder blocks reading its stdin after
+    it: killing one earlier would make the sandbox fail to start, not die mid-episode)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -86,7 +87,8 @@ def our_sandbox_holders() -> list[int]:
             parent = int(stat.rsplit(")", 1)[1].split()[1])
             if parent != os.getpid() or b"overture-holder" not in cmdline:
                 continue
-            if " overlay " in (entry / "mountinfo").read_text():
+            ready = "pipe_read" in (entry / "wchan").read_text()
+            if ready and " overlay " in (entry / "mountinfo").read_text():
                 found.append(int(entry.name))
         except OSError:
             continue

@@ -177,3 +177,30 @@ def test_without_bubblewrap_the_pool_refuses_to_start(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH on which no bwrap can be found
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         SandboxPool()
+
+
+def test_closing_the_pool_waits_for_sandboxes_still_closing_after_their_caller_was_cancelled(tmp_path):
+    base = make_base(tmp_path)
+
+    async def main():
+        pool = SandboxPool(SandboxConfig())
+        inside = asyncio.Event()
+
+        async def hold():
+            async with pool.sandbox(base):
+                inside.set()
+                await asyncio.sleep(3600)
+
+        holders = [asyncio.create_task(hold()) for _ in range(4)]
+        await inside.wait()
+        await asyncio.sleep(0.2)
+        for holder in holders:
+            holder.cancel()  # their closes go on, shielded, after the cancellation
+        await asyncio.sleep(0)
+        await pool.close()  # must wait for them, not race them removing the same state
+        await asyncio.gather(*holders, return_exceptions=True)
+        return pool
+
+    pool = asyncio.run(main())
+    assert pool.live == 0 and pool.counters["released"] == 4
+    assert not pool._state.exists()

@@ -76,6 +76,7 @@ class SandboxPool:
         self._slots = self.config.max_live
         self._closed = False
         self._warming: set[asyncio.Task] = set()
+        self._closing: set[asyncio.Future] = set()  # closes that go on after their caller was cancelled
         self.counters = {"started": 0, "failed": 0, "released": 0, "replaced": 0}
         self.queue_waits: list[float] = []
         self.start_latencies: list[float] = []
@@ -179,8 +180,11 @@ class SandboxPool:
             yield box
         finally:
             self._live.discard(box)
+            closing = asyncio.ensure_future(box.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
             try:
-                await asyncio.shield(box.close())
+                await asyncio.shield(closing)
             finally:
                 self.counters["released"] += 1
                 self._release_slot()  # even when cancelled or failing while closing
@@ -214,7 +218,7 @@ class SandboxPool:
         await asyncio.gather(*self._warming, return_exceptions=True)
         boxes = [*self._live, *(s for spares in self._spares.values() for s in spares)]
         self._spares.clear()
-        await asyncio.gather(*(box.close() for box in boxes), return_exceptions=True)
+        await asyncio.gather(*(box.close() for box in boxes), *self._closing, return_exceptions=True)
         await asyncio.to_thread(remove_tree, self._state)
 
     async def __aenter__(self) -> SandboxPool:

@@ -37,9 +37,11 @@ def check_base(base: Path) -> Path:
 
 
 def remove_tree(path: Path) -> None:
-    """rm -rf that also handles directories a command made unwritable."""
+    """rm -rf that also handles directories a command made unwritable (and entries already gone)."""
 
-    def make_writable(func, name, _exc):
+    def make_writable(func, name, exc_info):
+        if isinstance(exc_info[1], FileNotFoundError):
+            return  # removed meanwhile by another cleanup of the same tree
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(name), 0o700)
             os.chmod(name, 0o700)
