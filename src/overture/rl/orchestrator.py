@@ -9,9 +9,8 @@ One code path, three modes by configuration (DESIGN.md decisions 2-3):
   flight at a weight update continue under the new weights, every token keeping its version.
 - `async+partial` (O > 1, needs η ≥ 1): up to ceil(O × B) groups in flight; when B are
   complete every episode still in flight is aborted (its tokens, logprobs and versions kept,
-  its sandbox held) and the trainer runs — new groups take the freed places meanwhile, under
-  the old weights, as far as the staleness capacity allows — and right after the weight update
-  the aborted episodes resume with what is left of their budgets. Groups stay whole.
+  its sandbox held), the trainer runs, and after the weight update the aborted episodes
+  resume first, with what is left of their budgets. Groups stay whole.
 
 Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are in
 flight and the groups started (less those dropped) stay below (η + v + 1) × B, v being the
@@ -270,9 +269,6 @@ class Orchestrator:
         paused = list(self._in_flight.values()) if self.partial else []
         for group in paused:
             group.pause()
-        # The engine need not idle while the trainer runs: new groups start under the old
-        # weights as far as the staleness capacity allows (none with η = 0: that is sync).
-        self._fill()
         trajectories = [t for _, group in batch for t in group]
         trained_under = self.version
         began = time.monotonic()
