@@ -60,6 +60,7 @@ bench: deps
 	$(PY) benchmarks/mx.py
 	$(PY) benchmarks/mx_parity.py
 	$(PY) benchmarks/tasks.py
+	$(PY) benchmarks/async_vs_sync.py
 
 lint: deps
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,300 @@
+"""Asynchronous vs synchronous RL: wall time of the same optimizer steps in each orchestrator mode.
+
+Every mode trains the same policy (a random Qwen3-MoE of the shape in `--config`, saved once
+with the project tokenizer, or the checkpoint `--model`; served by a real `overture.engine.Engine`
+and trained by the real `overture.rl.trainer.Trainer`), from the same initial weights and seed,
+on the same tasks (synthesized at start from the bundled `ledger` repository into a temporary
+folder, or `--tasks FILE`), for the same number of optimizer steps, with real sandboxes and
+real grading (pytest runs of FAIL_TO_PASS and sampled PASS_TO_PASS tests):
+
+- `sync`: staleness bound eta = 0, over-provisioning O = 1, the baseline (DESIGN.md decision 2);
+- `async-eta1`, `async-eta2`, `async-eta4`: eta = 1, 2, 4, O = 1;
+- `async+partial`: eta = 2, O = 2 (partial rollouts aborted at each step and resumed after it).
+
+Each mode runs in its own child process (its own engine, trainer, sandbox pool and memory).
+Per mode it reports the wall time of the steps, the time no episode was running (generation
+idle) and the time spent in optimizer steps (the trainer is idle for the rest), the staleness
+histogram of the trained trajectories, the share of off-policy policy tokens, partial rollouts
+aborted and resumed, groups dropped as too stale, rewards (last step and mean over steps),
+tokens generated, and the speed-up of its wall time over `sync`. A human summary comes first,
+then one JSON object on the last line, with the load average before and after (other jobs on
+the machine share its cores with the engine, the trainer and the test runs).
+
+A random policy writes no tool call: its episodes are one turn cut at `--max-new-tokens`, all of
+about the same length, and resolve nothing (reward 0 in every mode). Pass `--model` with a trained
+checkpoint (e.g. an SFT checkpoint and its tokenizer) for multi-turn episodes of spread-out
+lengths, where cutting stragglers (partial rollouts) matters, and for rewards worth comparing.
+
+    .venv/bin/python benchmarks/async_vs_sync.py [--steps 5] [--tasks FILE] [--model DIR] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overture.config import RunConfig, load_config
+from overture.engine import Engine
+from overture.model import load_pretrained, save_pretrained
+from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport
+from overture.rl.rollout_groups import policy_versions
+from overture.rl.setup import build_model, load_tokenizer
+from overture.rl.trainer import Trainer
+from overture.sandbox import SandboxPool
+from overture.tasks.spec import read_tasks
+from overture.tasks.task_sets import build_task_set, bundled_repo
+from overture.text import Tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name -> (staleness bound eta, over-provisioning factor O)
+MODES: dict[str, tuple[int, float]] = {
+    "sync": (0, 1.0),
+    "async-eta1": (1, 1.0),
+    "async-eta2": (2, 1.0),
+    "async-eta4": (4, 1.0),
+    "async+partial": (2, 2.0),
+}
+
+
+def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -> RunConfig:
+    """The `--config` file with the benchmark's RL, agent and engine settings and the mode's knobs.
+
+    A random policy writes no tool call, so its turns end at the token budget (truncated): they
+    stay in the loss (`rl.mask_truncated = false`), or nothing would be trained.
+    """
+    overrides = [
+        f"seed={args.seed}",
+        f"rl.group_size={args.group_size}",
+        f"rl.batch_groups={args.batch_groups}",
+        f"rl.staleness={staleness}",
+        f"rl.overprovision={overprovision}",
+        "rl.mask_truncated=false",
+        f"agent.max_turns={args.max_turns}",
+        f"agent.max_new_tokens={args.max_new_tokens}",
+        "agent.search_backend=bm25",
+        f"engine.max_batch_size={args.engine_batch}",
+        "training.warmup_steps=0",
+        "runtime.device=cpu",
+    ]
+    return load_config(args.config, overrides)
+
+
+# ---------------------------------------------------------------------- one mode (child process)
+
+
+def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
+    """`args.steps` orchestrator steps in `mode` from the saved policy; the mode's figures."""
+    config = run_config(args, *MODES[mode])
+    torch.manual_seed(config.seed)
+    checkpoint = Path(args.model)
+    tasks = read_tasks(args.tasks)
+    tokenizer = Tokenizer.from_dir(checkpoint)
+    engine = Engine.from_pretrained(checkpoint, config=config.engine)
+    trainer = Trainer(load_pretrained(checkpoint), config)
+    handle = LocalEngine(engine)
+
+    measured: dict[str, Any] = {}
+
+    async def main() -> None:
+        try:
+            async with SandboxPool(config.sandbox) as pool:
+                orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), pool, tokenizer)
+                began = time.monotonic()
+                measured["reports"] = await orchestrator.run(args.steps)
+                measured["wall"] = time.monotonic() - began
+        except OSError as exc:
+            # A failure to remove the pool's state after the steps were measured (sandboxes of
+            # cancelled episodes may still be removing their own folders) leaves the figures
+            # intact: keep them and say what went wrong.
+            if "wall" not in measured:
+                raise
+            measured["cleanup_error"] = f"{exc.__class__.__name__}: {exc}"
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+    figures = mode_figures(mode, config, measured["reports"], measured["wall"])
+    if "cleanup_error" in measured:
+        figures["cleanup_error"] = measured["cleanup_error"]
+    return figures
+
+
+def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: float) -> dict[str, Any]:
+    """What one mode did over its steps, JSON-ready."""
+    histogram: Counter[int] = Counter()
+    policy_tokens = off_policy_tokens = 0.0
+    for report in reports:
+        histogram.update(report.staleness)
+        tokens = sum(len(policy_versions(t)) for t in report.trajectories)
+        policy_tokens += tokens
+        off_policy_tokens += report.off_policy_token_share * tokens
+    training = sum(r.training_s for r in reports)
+    generated = sum(r.tokens_generated for r in reports)
+    rewards = [r.reward_mean for r in reports]
+    return {
+        "mode": mode,
+        "staleness_bound": config.rl.staleness,
+        "overprovision": config.rl.overprovision,
+        "steps": len(reports),
+        "final_version": reports[-1].version,
+        "wall_s": round(wall, 3),
+        "step_wall_s": [round(r.wall_s, 3) for r in reports],
+        "generation_idle_s": round(sum(r.generation_idle_s for r in reports), 3),
+        "training_s": round(training, 3),
+        "training_idle_s": round(wall - training, 3),
+        "staleness": {str(lag): count for lag, count in sorted(histogram.items())},
+        "off_policy_token_share": round(off_policy_tokens / policy_tokens, 4) if policy_tokens else 0.0,
+        "multi_version_trajectories": sum(r.multi_version_trajectories for r in reports),
+        "episodes_aborted": sum(r.episodes_aborted for r in reports),
+        "episodes_resumed": sum(r.episodes_resumed for r in reports),
+        "episodes_retried": sum(r.episodes_retried for r in reports),
+        "episodes_failed": sum(r.episodes_failed for r in reports),
+        "groups_dropped_stale": sum(r.groups_dropped_stale for r in reports),
+        "reward_last": round(rewards[-1], 4),
+        "reward_mean": round(sum(rewards) / len(rewards), 4),
+        "resolved_share_mean": round(sum(r.resolved_share for r in reports) / len(reports), 4),
+        "tokens_generated": generated,
+        "tokens_trained": int(policy_tokens),
+        "generated_tokens_per_s": round(generated / wall, 1),
+        "turns_per_episode": round(
+            sum(len(t.turns) for r in reports for t in r.trajectories)
+            / sum(len(r.trajectories) for r in reports),
+            2,
+        ),
+    }
+
+
+# ---------------------------------------------------------------------- the parent
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Save a random policy with the tokenizer under `args.workdir` and synthesize tasks there,
+    unless `--model` and `--tasks` name them."""
+    config = run_config(args, 0, 1.0)
+    if args.model is None:
+        tokenizer = load_tokenizer(config)
+        torch.manual_seed(config.seed)
+        args.model = str(Path(args.workdir) / "policy")
+        save_pretrained(build_model(config, tokenizer, torch.device("cpu")), args.model)
+        tokenizer.save(args.model)
+    if args.tasks is None:
+        out = Path(args.workdir) / "tasks" / "tasks.jsonl"
+        # Every task in the train split: the orchestrator trains on that split only.
+        synth = config.model_copy(deep=True)
+        synth.tasks.heldout_function_fraction = 0.0
+        asyncio.run(build_task_set([bundled_repo("ledger")], out, args.task_count, synth, seed=args.seed))
+        args.tasks = str(out)
+
+
+def run_child(args: argparse.Namespace, mode: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", mode, "--model", args.model, *forwarded(args)]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    if out.returncode != 0:
+        raise RuntimeError(f"mode {mode} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def forwarded(args: argparse.Namespace) -> list[str]:
+    flags = ["--config", str(args.config), "--tasks", str(args.tasks), "--steps", str(args.steps)]
+    flags += ["--seed", str(args.seed), "--group-size", str(args.group_size)]
+    flags += ["--batch-groups", str(args.batch_groups), "--max-turns", str(args.max_turns)]
+    flags += ["--max-new-tokens", str(args.max_new_tokens), "--engine-batch", str(args.engine_batch)]
+    return flags
+
+
+def summary_line(figures: dict[str, Any]) -> str:
+    return (
+        f"{figures['mode']:>14}  wall {figures['wall_s']:7.1f}s  x{figures['speedup_vs_sync']:.2f}  "
+        f"gen idle {figures['generation_idle_s']:6.1f}s  train {figures['training_s']:6.1f}s  "
+        f"staleness {figures['staleness']}  off-policy {figures['off_policy_token_share']:.0%}  "
+        f"aborted/resumed {figures['episodes_aborted']}/{figures['episodes_resumed']}  "
+        f"reward {figures['reward_last']:.3f} (mean {figures['reward_mean']:.3f})  "
+        f"tokens {figures['tokens_generated']}"
+    )
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(REPO / "configs" / "tiny.toml"), help="model shape, lr")
+    parser.add_argument("--model", default=None, help="checkpoint with its tokenizer (default: a random one)")
+    parser.add_argument("--tasks", default=None, help="JSONL task file (default: synthesize from ledger)")
+    parser.add_argument("--task-count", type=int, default=32, help="tasks to synthesize")
+    parser.add_argument("--steps", type=int, default=5, help="optimizer steps per mode")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--group-size", type=int, default=4, help="episodes per group (G)")
+    parser.add_argument("--batch-groups", type=int, default=2, help="groups per step (B)")
+    parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=192, help="tokens per assistant turn")
+    parser.add_argument("--engine-batch", type=int, default=8, help="sequences the engine decodes at once")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
+    parser.add_argument("--quick", action="store_true", help="2 steps, 16 tasks, sync and async+partial")
+    parser.add_argument("--child", choices=list(MODES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_mode(args, args.child)))
+        return
+    if args.quick:
+        args.steps, args.task_count, args.modes = 2, 16, "sync,async+partial"
+    modes = [mode.strip() for mode in args.modes.split(",")]
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown or "sync" not in modes:
+        parser.error(f"--modes must include sync and name only {', '.join(MODES)} (got {args.modes!r})")
+    task_source = args.tasks or f"{args.task_count} synthesized from bundled ledger"
+    model_source = args.model or f"random, shape of {os.path.relpath(args.config, REPO)}"
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="overture-async-bench-") as workdir:
+        args.workdir = workdir
+        prepare(args)
+        load_before = load_average()
+        results = {}
+        for mode in modes:
+            results[mode] = run_child(args, mode)
+            print(f"  {mode}: {results[mode]['wall_s']:.1f}s", file=sys.stderr, flush=True)
+        load_after = load_average()
+    for figures in results.values():
+        figures["speedup_vs_sync"] = round(results["sync"]["wall_s"] / figures["wall_s"], 3)
+        print(summary_line(figures))
+    summary = {
+        "benchmark": "async_vs_sync",
+        "config": os.path.relpath(args.config, REPO),
+        "model": model_source,
+        "tasks": task_source,
+        "steps": args.steps,
+        "group_size": args.group_size,
+        "batch_groups": args.batch_groups,
+        "max_turns": args.max_turns,
+        "max_new_tokens": args.max_new_tokens,
+        "engine_batch": args.engine_batch,
+        "seed": args.seed,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "total_s": round(time.monotonic() - began, 1),
+        "modes": results,
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
