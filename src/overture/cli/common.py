@@ -21,6 +21,8 @@ console = Console(stderr=True)
 
 ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a key: section.key=value")]
+Overwrite = Annotated[bool, typer.Option(help="replace an existing run directory of the same name")]
+Resume = Annotated[bool, typer.Option(help="continue the run from its newest complete checkpoint")]
 
 
 def reports_errors(command: Callable) -> Callable:

@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from overture.cli.common import ConfigPath, Overrides, console, reports_errors
+from overture.cli.common import ConfigPath, Overrides, Overwrite, Resume, console, reports_errors
 from overture.cli.tasks_cmd import tasks_app
+from overture.cli.train_cmd import train
 from overture.config import config_to_toml, load_config
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="overture: RL for agentic coding models.")
@@ -21,6 +22,7 @@ app.add_typer(sandbox_app, name="sandbox")
 tools_app = typer.Typer(no_args_is_help=True, help="Run the agent's tools, as an episode would.")
 app.add_typer(tools_app, name="tools")
 app.add_typer(tasks_app, name="tasks")
+app.command()(train)
 
 
 @config_app.command("show")
@@ -35,9 +37,7 @@ def config_show(config: ConfigPath, set_: Overrides = None) -> None:
 def pretrain(
     config: ConfigPath,
     set_: Overrides = None,
-    overwrite: Annotated[
-        bool, typer.Option(help="replace an existing run directory of the same name")
-    ] = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Language-model warm-up of the policy on the corpus overture ships (the demo until RL lands)."""
     from overture.rl.pretrain import pretrain as run_pretrain
@@ -56,12 +56,8 @@ def pretrain(
 def sft(
     config: ConfigPath,
     set_: Overrides = None,
-    overwrite: Annotated[
-        bool, typer.Option(help="replace an existing run directory of the same name")
-    ] = False,
-    resume: Annotated[
-        bool, typer.Option(help="continue the run from its newest complete checkpoint")
-    ] = False,
+    overwrite: Overwrite = False,
+    resume: Resume = False,
 ) -> None:
     """Supervised warm start on demonstration conversations; prints a JSON summary."""
     from overture.rl.sft import sft as run_sft

@@ -130,6 +130,12 @@ class RLConfig(Section):
     """The RL objective and the asynchrony knobs (DESIGN.md decisions 2-4)."""
 
     advantage: Literal["grpo", "drgrpo", "rloo"] = "rloo"
+    steps: int = Field(20, gt=0, description="optimizer steps of the RL phase of `overture train`")
+    lr: float | None = Field(None, gt=0, description="peak LR of the RL phase; unset = training.lr")
+    warmup_steps: int = Field(0, ge=0, description="linear LR warmup of the RL phase, in steps")
+    eval_samples: int = Field(
+        1, gt=0, description="`overture train`: episodes per held-out task per evaluation (pass@1, pass@n)"
+    )
     group_size: int = Field(8, gt=1)
     batch_groups: int = Field(4, gt=0, description="groups per optimizer step (B)")
     staleness: int = Field(

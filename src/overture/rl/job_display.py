@@ -1,0 +1,113 @@
+"""What the main job (`overture train`) shows while it runs and when it ends.
+
+`JobDisplay` holds a rich console (stderr under the CLI): phase headings, a bar over each
+evaluation (episodes done, tasks resolved so far), a bar over the RL steps (step, reward,
+pass rate, tokens/s, staleness, partial rollouts, time left), and the closing summary table
+(pass@1 before → after, steps, wall time, behaviour metrics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from overture.agent import Trajectory
+from overture.rl.evaluation import MEAN_METRICS
+from overture.rl.orchestrator import StepReport
+
+
+class JobDisplay:
+    """Progress and summary of one main-job run on `console`."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+
+    def echo(self, line: str) -> None:
+        self.console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+    def phase(self, title: str) -> None:
+        self.console.rule(title)
+
+    def _progress(self, bar: bool = True) -> Progress:
+        """Name, [bar,] done/total, note, elapsed and time left (the RL note is long: no bar)."""
+        return Progress(
+            TextColumn("{task.description}"),
+            *([BarColumn()] if bar else []),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+
+    @contextmanager
+    def evaluation(self, label: str, episodes: int) -> Iterator[Any]:
+        """A bar over `episodes`; yields the per-trajectory callback `evaluate` takes."""
+        with self._progress() as bar:
+            handle = bar.add_task(label, total=episodes, note="")
+            resolved = 0
+
+            def seen(trajectory: Trajectory) -> None:
+                nonlocal resolved
+                resolved += trajectory.reward_info.get("resolution") == "resolved"
+                bar.update(handle, advance=1, note=f"{resolved} resolved")
+
+            yield seen
+
+    @contextmanager
+    def rl_steps(self, total: int, done: int) -> Iterator[Any]:
+        """A bar over the RL steps; yields a callback taking (step, `StepReport`)."""
+        with self._progress(bar=False) as bar:
+            handle = bar.add_task("rl step", total=total, completed=done, note="")
+
+            def step(number: int, report: StepReport) -> None:
+                bar.update(handle, completed=number, note=step_note(report))
+
+            yield step
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        """The closing table and a line of totals."""
+        before, after = summary["eval_before"], summary["eval_after"]
+        table = Table(title=f"overture train: {summary['run_dir']}")
+        table.add_column("held-out", style="bold")
+        table.add_column("SFT", justify="right")
+        table.add_column("after RL", justify="right")
+        table.add_column("change", justify="right")
+        rows = [(key, before["pass_at"][key], after["pass_at"][key]) for key in before["pass_at"]]
+        rows += [(name, before["metrics"][name], after["metrics"][name]) for name in MEAN_METRICS]
+        for name, old, new in rows:
+            table.add_row(name, f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
+        self.console.print(table)
+        rl = summary["rl"]
+        self.echo(
+            f"{summary['tasks']['train']} train / {summary['tasks']['heldout']} held-out tasks; "
+            f"SFT {summary['sft']['steps']} steps (held-out loss {summary['sft']['initial_val_loss']:.3f} -> "
+            f"{summary['sft']['best_val_loss'] or float('nan'):.3f}); RL {rl['steps']} steps "
+            f"(reward {rl['reward_first']:.3f} -> {rl['reward_last']:.3f}, "
+            f"max staleness {rl['max_staleness']}, "
+            f"{rl['episodes_aborted']} aborted / {rl['episodes_resumed']} resumed partial rollouts); "
+            f"wall time {summary['wall_s']:.0f} s"
+        )
+
+
+def step_note(report: StepReport) -> str:
+    """One line of an RL step's figures for the progress bar."""
+    tokens_per_s = report.tokens_generated / report.wall_s if report.wall_s > 0 else 0.0
+    lag = max(report.staleness, default=0)
+    return (
+        f"reward {report.reward_mean:.3f}  pass {report.resolved_share:.2f}  {tokens_per_s:,.0f} tok/s  "
+        f"staleness {lag}  partial {report.episodes_aborted}/{report.episodes_resumed}"
+    )

@@ -1,0 +1,426 @@
+"""The main job, `overture train CONFIG`: from nothing to a policy that fixes bugs better after RL.
+
+Phases, each calling the component that owns it:
+
+1. tasks — `job_tasks.load_task_set` (bundled repositories, synthesized once and cached, or a
+   task file), split into train and held-out;
+2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do;
+3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`), and
+   `overture.rl.sft.sft` trains on those demonstrations until the held-out loss stops improving
+   (its own early stopping), in the sub-run `RUN/sft/`; RL starts from its best weights;
+4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
+   `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
+   `training.checkpoint_every` steps (and after the last), then the same evaluation again with
+   the same sampling settings;
+5. the summary (table on the console, JSON returned to the caller).
+
+The RL phase runs under the run's config with `training.steps`, `training.lr` and
+`training.warmup_steps` replaced by `rl.steps`, `rl.lr` and `rl.warmup_steps` (the LR schedule of
+the RL trainer spans the RL steps, not the SFT ones).
+
+Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
+per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
+checkpoints, `final/`), `trajectories/` (`rl-step-N.jsonl`, `eval-before.jsonl`,
+`eval-after.jsonl`), `demonstrations.jsonl`, `sft/` (the SFT sub-run, with its per-step
+metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (finished phases).
+
+`--resume` skips the phases `job_state.json` records as finished, resumes SFT from its own
+checkpoint, and RL from the newest complete RL checkpoint: the optimizer step count, policy
+version and RL totals come back from it, the records of later (lost) steps are removed from
+metrics.jsonl, and the run trains the steps left. Rollouts in flight at the interruption are
+lost and the task order of the train queue starts afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overture.config import ConfigError, RunConfig
+from overture.engine import Engine
+from overture.model import load_pretrained
+from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from overture.rl.devices import resolve_device
+from overture.rl.evaluation import evaluate
+from overture.rl.job_display import JobDisplay
+from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
+from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, check_config
+from overture.rl.run_dir import RunDir, RunDirError, read_metrics
+from overture.rl.setup import load_tokenizer
+from overture.rl.sft import sft
+from overture.rl.trainer import Trainer
+from overture.sandbox import SandboxPool
+from overture.tasks import Task
+from overture.text import Tokenizer
+
+STATE_FILE = "job_state.json"
+
+
+class JobState:
+    """The finished phases of a run and their results, saved after each one (`job_state.json`)."""
+
+    def __init__(self, path: Path, fresh: bool) -> None:
+        self.path = path / STATE_FILE
+        self.data: dict[str, Any] = (
+            {} if fresh or not self.path.is_file() else json.loads(self.path.read_text())
+        )
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def record(self, key: str, value: Any) -> Any:
+        self.data[key] = value
+        partial = self.path.with_name(f".{self.path.name}.partial")
+        partial.write_text(json.dumps(self.data))
+        os.replace(partial, self.path)
+        return value
+
+
+def rl_mode(config: RunConfig) -> str:
+    if config.rl.staleness == 0:
+        return "sync"
+    return "async+partial" if config.rl.overprovision > 1 else "async"
+
+
+def rl_phase_config(config: RunConfig) -> RunConfig:
+    """The run's config with the RL phase's step count and LR schedule in `training`."""
+    data = config.model_dump()
+    data["training"].update(
+        steps=config.rl.steps, lr=config.rl.lr or config.training.lr, warmup_steps=config.rl.warmup_steps
+    )
+    return RunConfig.model_validate(data)
+
+
+def sft_phase_config(config: RunConfig, run_path: Path, demonstrations: Path) -> RunConfig:
+    """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations."""
+    data = config.model_dump()
+    data.update(output_dir=str(run_path), name="sft")
+    data["sft"]["data"] = str(demonstrations)
+    return RunConfig.model_validate(data)
+
+
+def check_job_config(config: RunConfig, train_tasks: list[Task] | None = None) -> None:
+    """Errors (naming the key) that would otherwise surface minutes into a run."""
+    if config.model.path is None and config.model.max_position_embeddings < config.training.seq_len:
+        raise ConfigError(
+            f"model.max_position_embeddings = {config.model.max_position_embeddings} is below "
+            f"training.seq_len = {config.training.seq_len}: demonstrations would not fit the model"
+        )
+    if config.tasks.eval_size < 1:
+        raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
+    if train_tasks is not None:
+        try:
+            check_config(config, train_tasks)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _drop_records_after(run_path: Path, step: int) -> None:
+    """Remove RL records past `step` (lost with the interruption; they are trained again)."""
+    file = run_path / "metrics.jsonl"
+    if not file.is_file():
+        return
+    kept = [r for r in read_metrics(file) if not (r.get("phase") == "rl" and r["step"] > step)]
+    file.write_text("".join(json.dumps(record) + "\n" for record in kept))
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+class MainJob:
+    """One run of the main job (see the module docstring); `run()` returns the summary."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        overwrite: bool = False,
+        resume: bool = False,
+        display: JobDisplay | None = None,
+        stop_after_rl_step: int | None = None,
+    ) -> None:
+        """`stop_after_rl_step` ends the run after that RL step and its checkpoint, as a preempted
+        job would (for resume tests); `resume` later continues it."""
+        check_job_config(config)
+        if resume and not (Path(config.output_dir) / config.name).is_dir():
+            raise RunDirError(f"{Path(config.output_dir) / config.name}: no run to resume")
+        self.config, self.resume, self.stop_after = config, resume, stop_after_rl_step
+        self.display = display or JobDisplay()
+        self.started = time.time()
+        if resume:
+            restored = latest_checkpoint(Path(config.output_dir) / config.name / "checkpoints")
+            _drop_records_after(Path(config.output_dir) / config.name, self._batches_in(restored))
+        self.run_dir = RunDir(config, overwrite=overwrite, resume=resume)
+        self.state = JobState(self.run_dir.path, fresh=not resume)
+        self.seconds: dict[str, float] = dict(self.state.get("seconds") or {})
+
+    @staticmethod
+    def _batches_in(checkpoint: Path | None) -> int:
+        if checkpoint is None:
+            return 0
+        return json.loads((checkpoint / "state.json").read_text())["extra"]["batches"]
+
+    def _timed(self, phase: str, began: float) -> None:
+        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.time() - began, 1)
+        self.state.record("seconds", self.seconds)
+
+    # ------------------------------------------------------------------ phases
+
+    def run(self) -> dict[str, Any]:
+        config, display = self.config, self.display
+        torch.manual_seed(config.seed)
+        device = resolve_device(config.runtime)
+        tokenizer = load_tokenizer(config)
+        display.phase("tasks")
+        began = time.time()
+        tasks, source = asyncio.run(load_task_set(config, display.echo))
+        train_tasks, heldout = split_tasks(tasks, config)
+        check_job_config(config, train_tasks)
+        task_info = {
+            "source": str(source.path),
+            "cached": source.cached,
+            "train": len(train_tasks),
+            "heldout": len(heldout),
+        }
+        display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out ({source.path})")
+        self._timed("tasks", began)
+        sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
+        weights = Path(sft_summary["best"] or sft_summary["final"])
+        dtype = getattr(torch, config.training.dtype)
+        trainer = Trainer(load_pretrained(weights, dtype=dtype).to(device), rl_phase_config(config))
+        restored = latest_checkpoint(self.run_dir.checkpoints) if self.resume else None
+        totals: dict[str, Any] = {}
+        if restored is not None:
+            totals = load_checkpoint(trainer, restored).extra["totals"]
+            display.echo(
+                f"resumed RL from {restored} (step {trainer.step}, version {trainer.policy_version})"
+            )
+        served = restored / "model" if restored is not None else weights
+        engine = Engine(
+            load_pretrained(served, dtype=dtype).to(device),
+            tokenizer,
+            config=config.engine,
+            version=trainer.policy_version,
+        )
+        try:
+            before = self.state.get("eval_before")
+            if before is None:
+                if restored is not None:
+                    raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
+                before = self._evaluate("before", engine, heldout, tokenizer)
+            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals)
+            if totals["batches"] < config.rl.steps:
+                return self._interrupted(totals)
+            after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
+        finally:
+            engine.close()
+        final = self.run_dir.checkpoints / "final"
+        trainer.save_weights(final)
+        tokenizer.save(final)
+        summary = self._summary(task_info, sft_summary, before, after, totals, final)
+        self.run_dir.close()
+        display.summary(summary)
+        return summary
+
+    def _sft(self, train_tasks: list[Task], tokenizer: Tokenizer) -> dict[str, Any]:
+        self.display.phase("SFT on oracle demonstrations")
+        began = time.time()
+        demos = self.run_dir.path / "demonstrations.jsonl"
+        counts = self.state.get("demonstrations")
+        if counts is None or not demos.is_file():
+            counts = asyncio.run(
+                write_oracle_demonstrations(train_tasks, tokenizer, self.config, demos, self.display.echo)
+            )
+            self.state.record("demonstrations", counts)
+        sft_config = sft_phase_config(self.config, self.run_dir.path, demos)
+        summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
+        summary.update(counts)
+        self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
+        self._timed("sft", began)
+        return self.state.record("sft", summary)
+
+    def _evaluate(
+        self, label: str, engine: Engine, tasks: list[Task], tokenizer: Tokenizer
+    ) -> dict[str, Any]:
+        config = self.config
+        self.display.phase(f"held-out evaluation {label} RL (version {engine.version})")
+        began = time.time()
+        samples = config.rl.eval_samples
+        policy = LocalEngine(engine).policy()
+        with self.display.evaluation(f"eval {label}", len(tasks) * samples) as seen:
+            report, trajectories = asyncio.run(
+                evaluate(tasks, policy, tokenizer, config, samples, sorted({1, samples}), progress=seen)
+            )
+        _write_jsonl(
+            self.run_dir.path / "trajectories" / f"eval-{label}.jsonl", [t.to_dict() for t in trajectories]
+        )
+        result = report.to_dict()
+        flat = {**result["pass_at"], **result["metrics"], "statuses": result["statuses"]}
+        self.run_dir.log(engine.version, phase="eval", when=label, version=engine.version, **flat)
+        self.display.echo(f"held-out pass@1 {label} RL: {report.pass_at[1]:.3f} on {len(tasks)} tasks")
+        self._timed(f"eval_{label}", began)
+        return self.state.record(f"eval_{label}", result)
+
+    def _rl(
+        self,
+        trainer: Trainer,
+        engine: Engine,
+        train_tasks: list[Task],
+        tokenizer: Tokenizer,
+        totals: dict[str, Any],
+    ) -> dict[str, Any]:
+        config = self.config
+        totals = {
+            "batches": 0,
+            "optimizer_steps": 0,
+            "rewards": [],
+            "max_staleness": 0,
+            "episodes_aborted": 0,
+            "episodes_resumed": 0,
+            "groups_dropped_stale": 0,
+            "tokens_generated": 0,
+            **totals,
+        }
+        done = totals["batches"]
+        left = config.rl.steps - done
+        if self.stop_after is not None:
+            left = min(left, self.stop_after - done)
+        if left <= 0:
+            return totals
+        self.display.phase(f"RL ({rl_mode(config)}, {config.rl.steps} steps)")
+        began = time.time()
+        with self.display.rl_steps(config.rl.steps, done) as show:
+
+            def on_step(report: StepReport) -> None:
+                number = done + report.step
+                self._record_step(number, report, totals, trainer)
+                show(number, report)
+
+            asyncio.run(self._orchestrate(trainer, engine, train_tasks, tokenizer, left, on_step))
+        self._timed("rl", began)
+        return totals
+
+    async def _orchestrate(
+        self,
+        trainer: Trainer,
+        engine: Engine,
+        train_tasks: list[Task],
+        tokenizer: Tokenizer,
+        steps: int,
+        on_step: Callable[[StepReport], None],
+    ) -> None:
+        rl_config = trainer.config
+        async with SandboxPool(rl_config.sandbox) as pool:
+            orchestrator = Orchestrator(
+                rl_config, train_tasks, LocalEngine(engine), LocalTrainer(trainer), pool, tokenizer
+            )
+            await orchestrator.run(steps, on_step)
+
+    def _record_step(self, number: int, report: StepReport, totals: dict[str, Any], trainer: Trainer) -> None:
+        """Log one RL step, write its trajectories, fold it into the totals, checkpoint when due."""
+        record = report.to_dict()
+        del record["step"]
+        record.update({f"train_{k}": v for k, v in record.pop("train_metrics").items()})
+        record["tokens_per_s"] = report.tokens_generated / report.wall_s if report.wall_s > 0 else 0.0
+        self.run_dir.log(number, phase="rl", **record)
+        name = f"rl-step-{number:06d}.jsonl"
+        _write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
+        totals["batches"] = number
+        totals["optimizer_steps"] = trainer.step
+        totals["rewards"].append(report.reward_mean)
+        totals["max_staleness"] = max(totals["max_staleness"], max(report.staleness, default=0))
+        for key in ("episodes_aborted", "episodes_resumed", "groups_dropped_stale", "tokens_generated"):
+            totals[key] += getattr(report, key)
+        every = self.config.training.checkpoint_every
+        if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
+            save_checkpoint(
+                trainer,
+                self.run_dir.checkpoints,
+                {},
+                {"batches": number, "totals": totals},
+                self.config.training.keep_checkpoints,
+            )
+
+    # ------------------------------------------------------------------ endings
+
+    def _interrupted(self, totals: dict[str, Any]) -> dict[str, Any]:
+        self.run_dir.close()
+        self.display.echo(
+            f"stopped after RL step {totals['batches']} of {self.config.rl.steps}; --resume continues"
+        )
+        return {
+            "run_dir": str(self.run_dir.path),
+            "stopped_after_rl_step": totals["batches"],
+            "optimizer_steps": totals["optimizer_steps"],
+        }
+
+    def _summary(
+        self,
+        tasks: dict[str, Any],
+        sft_summary: dict[str, Any],
+        before: dict[str, Any],
+        after: dict[str, Any],
+        totals: dict[str, Any],
+        final: Path,
+    ) -> dict[str, Any]:
+        rewards = totals["rewards"] or [0.0]
+        drop = ("resolved",)
+        return {
+            "run_dir": str(self.run_dir.path),
+            "tasks": tasks,
+            "sft": {
+                key: sft_summary.get(key)
+                for key in (
+                    "steps",
+                    "stopped_early",
+                    "initial_val_loss",
+                    "best_val_loss",
+                    "best_step",
+                    "best",
+                    "demonstrations",
+                    "oracle_failed",
+                )
+            },
+            "eval_before": {k: v for k, v in before.items() if k not in drop},
+            "eval_after": {k: v for k, v in after.items() if k not in drop},
+            "pass@1_before": before["pass_at"]["pass@1"],
+            "pass@1_after": after["pass_at"]["pass@1"],
+            "rl": {
+                "mode": rl_mode(self.config),
+                "steps": totals["batches"],
+                "optimizer_steps": totals["optimizer_steps"],
+                "reward_first": rewards[0],
+                "reward_last": rewards[-1],
+                **{
+                    key: totals[key]
+                    for key in (
+                        "max_staleness",
+                        "episodes_aborted",
+                        "episodes_resumed",
+                        "groups_dropped_stale",
+                        "tokens_generated",
+                    )
+                },
+            },
+            "final_checkpoint": str(final),
+            "phase_seconds": self.seconds,
+            "wall_s": round(time.time() - self.started, 1),
+        }
+
+
+def train(
+    config: RunConfig,
+    overwrite: bool = False,
+    resume: bool = False,
+    display: JobDisplay | None = None,
+    stop_after_rl_step: int | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the main job; returns its summary (see `MainJob`)."""
+    return MainJob(config, overwrite, resume, display, stop_after_rl_step).run()

@@ -1,0 +1,284 @@
+"""The main job, `overture train`: its pieces (phase configs, task cache and splits, job state,
+configuration errors) fast, and `configs/smoke.toml` end to end through the CLI (slow): tasks
+synthesized from the bundled repositories, oracle demonstrations, SFT, held-out pass@1, two
+async+partial RL steps with real sandboxes, pass@1 again; then runs stopped after one RL step
+(by the API, and by `kill -9` of the training program) and resumed with `--resume`, with no
+optimizer step lost or repeated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from overture.cli.main import app
+from overture.config import ConfigError, RunConfig, load_config
+from overture.model import load_pretrained
+from overture.rl.checkpoints import complete_checkpoints
+from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
+from overture.rl.main_job import (
+    JobState,
+    _drop_records_after,
+    check_job_config,
+    rl_mode,
+    rl_phase_config,
+    sft_phase_config,
+    train,
+)
+from overture.rl.run_dir import read_metrics
+from overture.tasks import Task, TaskError, read_tasks, write_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "configs" / "smoke.toml"
+runner = CliRunner()
+
+
+def smoke_config(output_dir: Path, *overrides: str) -> RunConfig:
+    return load_config(SMOKE, [f"output_dir={output_dir}", *overrides])
+
+
+def make_tasks(train: int, heldout: int) -> list[Task]:
+    return [
+        Task(
+            f"t{i}", "repo", "fix it", ["tests/test_x.py::test_x"], split="train" if i < train else "heldout"
+        )
+        for i in range(train + heldout)
+    ]
+
+
+# ----------------------------------------------------------------------------- fast: the pieces
+
+
+def test_rl_phase_takes_its_steps_and_schedule_from_the_rl_section(tmp_path):
+    config = smoke_config(tmp_path, "rl.steps=7", "rl.lr=0.0005", "rl.warmup_steps=2")
+    rl = rl_phase_config(config)
+    assert (rl.training.steps, rl.training.lr, rl.training.warmup_steps) == (7, 0.0005, 2)
+    assert rl.training.seq_len == config.training.seq_len and rl.rl == config.rl
+    assert config.training.steps == 4  # the SFT cap is untouched
+    assert rl_phase_config(RunConfig()).training.lr == RunConfig().training.lr  # rl.lr unset
+
+
+def test_sft_runs_as_a_sub_run_on_the_demonstrations(tmp_path):
+    config = smoke_config(tmp_path)
+    sub = sft_phase_config(config, tmp_path / "smoke", tmp_path / "smoke" / "demos.jsonl")
+    assert Path(sub.output_dir) / sub.name == tmp_path / "smoke" / "sft"
+    assert sub.sft.data == str(tmp_path / "smoke" / "demos.jsonl")
+    assert sub.training == config.training
+
+
+def test_modes_are_named_by_the_rl_knobs():
+    assert rl_mode(RunConfig.model_validate({"rl": {"staleness": 0}})) == "sync"
+    assert rl_mode(RunConfig.model_validate({"rl": {"staleness": 2}})) == "async"
+    assert (
+        rl_mode(RunConfig.model_validate({"rl": {"staleness": 1, "overprovision": 1.5}})) == "async+partial"
+    )
+
+
+def test_bad_job_configs_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"model.max_position_embeddings = 1024 .*training.seq_len = 4608"):
+        check_job_config(smoke_config(tmp_path, "model.max_position_embeddings=1024"))
+    with pytest.raises(ConfigError, match=r"tasks\.eval_size"):
+        check_job_config(smoke_config(tmp_path, "tasks.eval_size=0"))
+    # 2 train tasks cannot hold ceil(1.5 x 2) = 3 groups in flight, one task each.
+    with pytest.raises(ConfigError, match=r"rl\.batch_groups"):
+        check_job_config(smoke_config(tmp_path), make_tasks(2, 0))
+    check_job_config(smoke_config(tmp_path), make_tasks(8, 0))
+
+
+def test_splits_are_capped_and_an_empty_one_is_an_error(tmp_path):
+    config = smoke_config(tmp_path, "tasks.train_size=3", "tasks.eval_size=1")
+    train, heldout = split_tasks(make_tasks(5, 2), config)
+    assert [t.instance_id for t in train] == ["t0", "t1", "t2"] and [t.instance_id for t in heldout] == ["t5"]
+    with pytest.raises(TaskError, match="no held-out tasks"):
+        split_tasks(make_tasks(5, 0), config)
+    with pytest.raises(TaskError, match="no train tasks"):
+        split_tasks(make_tasks(0, 3), config)
+
+
+def test_the_bundled_task_set_is_cached_by_seed_size_and_settings(tmp_path):
+    config = smoke_config(tmp_path)
+    folder = builtin_cache_dir(config)
+    assert folder.parent == tmp_path / "task-sets" and "seed0-n10" in folder.name
+    assert builtin_cache_dir(smoke_config(tmp_path)) == folder
+    for change in ("seed=1", "tasks.train_size=9", "tasks.pass_to_pass=3", "tasks.heldout_repos=[]"):
+        assert builtin_cache_dir(smoke_config(tmp_path, change)) != folder, change
+    # A cached set is read back as is, without synthesizing.
+    write_tasks(folder / TASK_FILE, make_tasks(8, 2))
+    tasks, source = asyncio.run(load_task_set(config, echo=lambda line: None))
+    assert source.cached and source.path == folder / TASK_FILE
+    assert [t.instance_id for t in tasks] == [t.instance_id for t in make_tasks(8, 2)]
+
+
+def test_a_task_file_source_is_read_as_is_and_a_missing_one_is_named(tmp_path):
+    write_tasks(tmp_path / "mine.jsonl", make_tasks(3, 1))
+    tasks, source = asyncio.run(
+        load_task_set(smoke_config(tmp_path, f"tasks.source={tmp_path / 'mine.jsonl'}"))
+    )
+    assert len(tasks) == 4 and not source.cached
+    with pytest.raises(TaskError, match=r"tasks.source = .*nowhere.jsonl"):
+        asyncio.run(load_task_set(smoke_config(tmp_path, f"tasks.source={tmp_path / 'nowhere.jsonl'}")))
+
+
+def test_job_state_survives_a_reopen_and_a_fresh_run_forgets_it(tmp_path):
+    state = JobState(tmp_path, fresh=True)
+    state.record("sft", {"best": "x"})
+    assert JobState(tmp_path, fresh=False).get("sft") == {"best": "x"}
+    assert JobState(tmp_path, fresh=True).get("sft") is None
+
+
+def test_records_of_lost_rl_steps_are_dropped_on_resume(tmp_path):
+    records = [
+        {"step": 0, "phase": "eval", "when": "before"},
+        {"step": 1, "phase": "rl"},
+        {"step": 2, "phase": "rl"},
+        {"step": 3, "phase": "sft"},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    _drop_records_after(tmp_path, 1)
+    assert read_metrics(tmp_path) == [records[0], records[1], records[3]]
+
+
+def test_cli_errors_are_clear_and_cost_nothing(tmp_path):
+    bad_key = runner.invoke(
+        app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}", "--set", "rl.stepz=3"]
+    )
+    assert bad_key.exit_code == 2 and "stepz" in bad_key.output
+    both = runner.invoke(app, ["train", str(SMOKE), "--overwrite", "--resume"])
+    assert both.exit_code == 2 and "not both" in both.output
+    missing = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}", "--resume"])
+    assert missing.exit_code == 2 and "no run to resume" in missing.output
+    (tmp_path / "smoke").mkdir()
+    exists = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}"])
+    assert exists.exit_code == 2 and "--overwrite" in exists.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke"]  # nothing was built
+
+
+# ----------------------------------------------------------------------------- slow: the smoke run
+
+
+@pytest.fixture(scope="module")
+def output_dir(tmp_path_factory) -> Path:
+    """Shared by the slow tests, so the bundled task set is synthesized once and then reused."""
+    return tmp_path_factory.mktemp("main_job_runs")
+
+
+def last_json_line(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_smoke_run_end_to_end_through_the_cli(output_dir):
+    result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}"])
+    assert result.exit_code == 0, result.output
+    summary = last_json_line(result.stdout)
+    run = output_dir / "smoke"
+    assert summary["run_dir"] == str(run)
+    assert summary["tasks"] == {
+        "source": str(builtin_cache_dir(smoke_config(output_dir)) / TASK_FILE), "cached": False,
+        "train": 8, "heldout": 2,
+    }  # fmt: skip
+    # SFT on the oracle's demonstrations, to its best held-out loss.
+    sft = summary["sft"]
+    assert sft["demonstrations"] >= 2 and 1 <= sft["steps"] <= 4
+    assert sft["best_val_loss"] < sft["initial_val_loss"]
+    assert Path(sft["best"]).is_dir() and (run / "sft" / "metrics.jsonl").is_file()
+    # Both evaluations on the same held-out tasks.
+    for when in ("eval_before", "eval_after"):
+        assert summary[when]["tasks"] == 2 and 0.0 <= summary[when]["pass_at"]["pass@1"] <= 1.0
+    assert summary["pass@1_before"] == summary["eval_before"]["pass_at"]["pass@1"]
+    # Two async+partial RL steps, within the staleness bound.
+    rl = summary["rl"]
+    assert rl["mode"] == "async+partial" and rl["steps"] == 2 and rl["optimizer_steps"] == 2
+    assert rl["max_staleness"] <= 1 and rl["tokens_generated"] > 0
+    assert set(summary["phase_seconds"]) == {"tasks", "sft", "eval_before", "rl", "eval_after"}
+
+    # The run directory.
+    assert load_config(run / "config.toml") == smoke_config(output_dir)
+    records = read_metrics(run)
+    assert [r["step"] for r in records if r["phase"] == "rl"] == [1, 2]
+    evals = [r for r in records if r["phase"] == "eval"]
+    assert [(r["when"], r["version"]) for r in evals] == [("before", 0), ("after", 2)]
+    assert evals[0]["pass@1"] == summary["pass@1_before"] and evals[1]["pass@1"] == summary["pass@1_after"]
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001", "step-00000002"]
+    assert load_pretrained(run / "checkpoints" / "final").config.hidden_size == 64
+    for step in (1, 2):
+        lines = (run / "trajectories" / f"rl-step-{step:06d}.jsonl").read_text().splitlines()
+        trajectories = [json.loads(line) for line in lines]
+        assert len(trajectories) == 4  # rl.batch_groups x rl.group_size
+        assert all(t["versions"] and max(t["versions"]) <= step - 1 for t in trajectories)
+    for when in ("before", "after"):
+        assert len((run / "trajectories" / f"eval-{when}.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir):
+    config = smoke_config(output_dir, "name=smoke-resume")
+    stopped = train(config, stop_after_rl_step=1)
+    assert stopped["stopped_after_rl_step"] == 1 and stopped["optimizer_steps"] == 1
+    run = output_dir / "smoke-resume"
+    assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
+    sft_records = len(read_metrics(run / "sft"))
+    # As if step 2 had been logged when the process was killed, before its checkpoint.
+    lost = {**read_metrics(run)[-1], "step": 2, "lost": True}
+    with (run / "metrics.jsonl").open("a") as metrics:
+        metrics.write(json.dumps(lost) + "\n")
+
+    result = runner.invoke(
+        app,
+        ["train", str(SMOKE), "--set", f"output_dir={output_dir}", "--set", "name=smoke-resume", "--resume"],
+    )
+    assert result.exit_code == 0, result.output
+    summary = last_json_line(result.stdout)
+    assert summary["rl"]["steps"] == 2 and summary["rl"]["optimizer_steps"] == 2
+    assert summary["tasks"]["cached"] is True
+    records = read_metrics(run)
+    rl_records = [r for r in records if r["phase"] == "rl"]
+    assert [(r["step"], r["version"]) for r in rl_records] == [(1, 1), (2, 2)] and "lost" not in rl_records[1]
+    assert [r["when"] for r in records if r["phase"] == "eval"] == ["before", "after"]  # not evaluated twice
+    assert len(read_metrics(run / "sft")) == sft_records  # SFT was not run again
+    state = json.loads((run / "checkpoints" / "step-00000002" / "state.json").read_text())
+    assert state["step"] == 2 and state["policy_version"] == 2
+    tasks = read_tasks(summary["tasks"]["source"])
+    assert len(tasks) == 10
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_training_program_then_resume_loses_and_repeats_no_step(output_dir):
+    args = ["--set", f"output_dir={output_dir}", "--set", "name=smoke-kill", "--set", "rl.steps=3"]
+    command = [str(Path(sys.executable).with_name("overture")), "train", str(SMOKE), *args]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    run = output_dir / "smoke-kill"
+    first = run / "checkpoints" / "step-00000001" / "COMPLETE.json"
+    deadline = time.monotonic() + 600
+    try:
+        while not first.exists():
+            assert process.poll() is None, "the run ended before its first RL checkpoint"
+            assert time.monotonic() < deadline, "no RL checkpoint within 10 minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the program and every process it started
+        process.wait()
+    # Killed mid-RL: step 1 checkpointed, step 3 never reached.
+    assert not (run / "checkpoints" / "final").exists()
+    assert [r["step"] for r in read_metrics(run) if r["phase"] == "rl"] in ([1], [1, 2])
+
+    result = runner.invoke(app, ["train", str(SMOKE), *args, "--resume"])
+    assert result.exit_code == 0, result.output
+    summary = last_json_line(result.stdout)
+    assert summary["rl"]["steps"] == 3 and summary["rl"]["optimizer_steps"] == 3
+    records = read_metrics(run)
+    assert [(r["step"], r["version"]) for r in records if r["phase"] == "rl"] == [(1, 1), (2, 2), (3, 3)]
+    assert [r["when"] for r in records if r["phase"] == "eval"] == ["before", "after"]
+    state = json.loads((run / "checkpoints" / "step-00000003" / "state.json").read_text())
+    assert state["step"] == 3 and state["policy_version"] == 3
