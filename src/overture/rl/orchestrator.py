@@ -9,8 +9,9 @@ One code path, three modes by configuration (DESIGN.md decisions 2-3):
   flight at a weight update continue under the new weights, every token keeping its version.
 - `async+partial` (O > 1, needs η ≥ 1): up to ceil(O × B) groups in flight; when B are
   complete every episode still in flight is aborted (its tokens, logprobs and versions kept,
-  its sandbox held), the trainer runs, and after the weight update the aborted episodes
-  resume first, with what is left of their budgets. Groups stay whole.
+  its sandbox held) and the trainer runs, while new groups take the B places the batch freed
+  under the old weights; after the weight update the aborted episodes resume, with what is
+  left of their budgets. Groups stay whole.
 
 Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are in
 flight and the groups started (less those dropped) stay below (η + v + 1) × B, v being the
@@ -269,6 +270,9 @@ class Orchestrator:
         paused = list(self._in_flight.values()) if self.partial else []
         for group in paused:
             group.pause()
+        # The places the batch frees go to new groups, which run under the old weights while the
+        # trainer works (within the staleness capacity: none with η = 0, which is sync).
+        self._fill()
         trajectories = [t for _, group in batch for t in group]
         trained_under = self.version
         began = time.monotonic()
@@ -318,7 +322,8 @@ class Orchestrator:
             self._error = self._error or error
         else:
             self._complete.append((group, runner.result()))
-            self._fill()
+            if not (self.partial and len(self._complete) >= self.batch_groups):
+                self._fill()  # in partial mode a full batch's places are filled once the rest is paused
         self._changed.set()
 
     def _drop_stale(self) -> None:
