@@ -72,7 +72,9 @@ def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp
     assert all("resolution" in e["reward_info"] for e in episodes)  # graded (or said why not)
 
 
-def test_eval_refuses_a_builtin_source_without_a_task_file(tmp_path):
-    result = CliRunner().invoke(app, ["eval", "configs/tiny.toml", "--checkpoint", str(tmp_path)])
+def test_eval_names_a_missing_task_file(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    result = CliRunner().invoke(app, ["eval", "configs/tiny.toml", "--checkpoint", str(tmp_path),
+                                      "--tasks", str(missing)])  # fmt: skip
     assert result.exit_code == 2
-    assert "overture tasks synth --bundled" in " ".join(result.output.replace("│", " ").split())
+    assert "no such task file" in " ".join(result.output.replace("│", " ").split())

@@ -176,7 +176,9 @@ def agent(
 def evaluate_checkpoint(
     config: ConfigPath,
     checkpoint: Annotated[Path, typer.Option(help="checkpoint directory (with tokenizer.json)")],
-    tasks: Annotated[Path | None, typer.Option(help="task file (default: the config's tasks.source)")] = None,
+    tasks: Annotated[
+        Path | None, typer.Option(help="task file (default: tasks.source; 'builtin' = the job's bundled set)")
+    ] = None,
     split: Annotated[str, typer.Option(help="tasks of this split (heldout or train)")] = "heldout",
     samples: Annotated[int, typer.Option(help="episodes per task")] = 1,
     k: Annotated[list[int] | None, typer.Option("--k", help="report pass@k (repeatable; default 1)")] = None,
@@ -191,19 +193,18 @@ def evaluate_checkpoint(
     from overture.model import load_pretrained
     from overture.rl.engine_policy import EnginePolicy
     from overture.rl.evaluation import evaluate
-    from overture.tasks import read_tasks
+    from overture.rl.job_tasks import load_task_set
     from overture.text import Tokenizer
 
     run_config = load_config(config, set_ or [])
-    source = str(tasks) if tasks is not None else run_config.tasks.source
-    if source == "builtin":
-        raise typer.BadParameter(
-            "tasks.source is 'builtin': give a task file (build one with `overture tasks synth --bundled`)",
-            param_hint="--tasks",
-        )
-    chosen = [task for task in read_tasks(source) if task.split == split][:limit]
+    if tasks is not None:
+        run_config.tasks.source = str(tasks)
+    # 'builtin' is the bundled set `overture train` synthesizes for this config (made once, cached).
+    echo = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    every, origin = asyncio.run(load_task_set(run_config, echo))
+    chosen = [task for task in every if task.split == split][:limit]
     if not chosen:
-        raise typer.BadParameter(f"{source}: no tasks in split {split!r}", param_hint="--split")
+        raise typer.BadParameter(f"{origin.path}: no tasks in split {split!r}", param_hint="--split")
     tokenizer = Tokenizer.from_dir(checkpoint)
     policy = EnginePolicy(Engine(load_pretrained(checkpoint), tokenizer, config=run_config.engine))
     try:
