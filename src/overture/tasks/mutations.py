@@ -55,6 +55,7 @@ interleaved in source order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -114,8 +115,7 @@ def find_mutations(
 def apply_mutation(source: str, mutation: Mutation) -> str:
     """The whole source of the file with `mutation` applied."""
     _check_kinds([mutation.kind], mutation.path)
-    module = _parse(source, mutation.path)
-    sites = collect_sites(module, [mutation.kind])
+    sites = _sites(source, mutation.path, mutation.kind)
     if not 0 <= mutation.site < len(sites):
         raise MutationError(
             f"{mutation.path}: no {mutation.kind} site #{mutation.site} "
@@ -133,6 +133,13 @@ def apply_mutation(source: str, mutation: Mutation) -> str:
             "is the source stale?"
         )
     return site.applied().code
+
+
+@functools.lru_cache(maxsize=64)
+def _sites(source: str, path: str, kind: str) -> tuple[Site, ...]:
+    """The sites of one kind in `source`, parsed once for every mutation applied to the same file
+    (syntax trees are immutable: applying one site leaves the others as they were)."""
+    return tuple(collect_sites(_parse(source, path), [kind]))
 
 
 def _end_line(site: Site, start_line: int, end_line: int) -> int:
