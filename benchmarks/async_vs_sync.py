@@ -106,31 +106,18 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     trainer = Trainer(load_pretrained(checkpoint), config)
     handle = LocalEngine(engine)
 
-    measured: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with SandboxPool(config.sandbox) as pool:
-                orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), pool, tokenizer)
-                began = time.monotonic()
-                measured["reports"] = await orchestrator.run(args.steps)
-                measured["wall"] = time.monotonic() - began
-        except OSError as exc:
-            # A failure to remove the pool's state after the steps were measured (sandboxes of
-            # cancelled episodes may still be removing their own folders) leaves the figures
-            # intact: keep them and say what went wrong.
-            if "wall" not in measured:
-                raise
-            measured["cleanup_error"] = f"{exc.__class__.__name__}: {exc}"
+    async def main() -> tuple[list[StepReport], float]:
+        async with SandboxPool(config.sandbox) as pool:
+            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), pool, tokenizer)
+            began = time.monotonic()
+            reports = await orchestrator.run(args.steps)
+            return reports, time.monotonic() - began
 
     try:
-        asyncio.run(main())
+        reports, wall = asyncio.run(main())
     finally:
         engine.close()
-    figures = mode_figures(mode, config, measured["reports"], measured["wall"])
-    if "cleanup_error" in measured:
-        figures["cleanup_error"] = measured["cleanup_error"]
-    return figures
+    return mode_figures(mode, config, reports, wall)
 
 
 def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: float) -> dict[str, Any]:
