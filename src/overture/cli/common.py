@@ -19,6 +19,11 @@ from overture.config import ConfigError
 
 console = Console(stderr=True)
 
+
+def echo(line: str) -> None:
+    """A progress line on stderr, printed as it is (no markup, no highlighting)."""
+    console.print(line, highlight=False, soft_wrap=True, markup=False)
+
 ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a key: section.key=value")]
 Overwrite = Annotated[bool, typer.Option(help="replace an existing run directory of the same name")]

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from overture.cli.common import ConfigPath, Overrides, Overwrite, Resume, console, reports_errors
+from overture.cli.common import ConfigPath, Overrides, Overwrite, Resume, echo, reports_errors
 from overture.cli.tasks_cmd import tasks_app
 from overture.cli.train_cmd import train
 from overture.config import config_to_toml, load_config
@@ -46,7 +46,7 @@ def pretrain(
     summary = run_pretrain(
         run_config,
         overwrite=overwrite,
-        echo=lambda line: console.print(line, highlight=False, soft_wrap=True),
+        echo=echo,
     )
     typer.echo(json.dumps(summary))
 
@@ -67,7 +67,7 @@ def sft(
         run_config,
         overwrite=overwrite,
         resume=resume,
-        echo=lambda line: console.print(line, highlight=False, soft_wrap=True),
+        echo=echo,
     )
     typer.echo(json.dumps(summary))
 
@@ -155,7 +155,6 @@ def agent(
         policy, tok = make_policy(model, script, tokenizer, run_config)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    echo = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
     try:
         trajectory, diff = run_episode_sync(repo, instruction, policy, tok, run_config, echo)
     finally:
@@ -194,13 +193,13 @@ def evaluate_checkpoint(
     from overture.rl.engine_policy import EnginePolicy
     from overture.rl.evaluation import evaluate
     from overture.rl.job_tasks import load_task_set
+    from overture.tasks.spec import write_jsonl
     from overture.text import Tokenizer
 
     run_config = load_config(config, set_ or [])
     if tasks is not None:
         run_config.tasks.source = str(tasks)
     # 'builtin' is the bundled set `overture train` synthesizes for this config (made once, cached).
-    echo = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
     every, origin = asyncio.run(load_task_set(run_config, echo))
     chosen = [task for task in every if task.split == split][:limit]
     if not chosen:
@@ -214,8 +213,7 @@ def evaluate_checkpoint(
     finally:
         policy.close()
     if trajectories is not None:
-        trajectories.parent.mkdir(parents=True, exist_ok=True)
-        trajectories.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in episodes))
+        write_jsonl(trajectories, [t.to_dict() for t in episodes])
     typer.echo(json.dumps({"checkpoint": str(checkpoint), "split": split, **report.to_dict()}))
 
 

@@ -136,7 +136,7 @@ def solve(
     """Solve tasks through the real tools and grade them; print a JSON summary (solved, failed, why)."""
     from overture.sandbox import SandboxPool
     from overture.tasks.oracle import solve_all
-    from overture.tasks.spec import read_tasks
+    from overture.tasks.spec import read_tasks, write_jsonl
     from overture.text import train_default_tokenizer
 
     if not oracle:
@@ -161,9 +161,9 @@ def solve(
 
     results = asyncio.run(run())
     if demos is not None:
-        _write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])
+        write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])
     if trajectories is not None:
-        _write_jsonl(trajectories, [r.trajectory.to_dict() for r in results if r.trajectory is not None])
+        write_jsonl(trajectories, [r.trajectory.to_dict() for r in results if r.trajectory is not None])
     solved = sum(r.solved for r in results)
     typer.echo(json.dumps({
         "tasks": len(results), "solved": solved, "failed": len(results) - solved,
@@ -171,7 +171,3 @@ def solve(
         "failures": [{"instance_id": r.instance_id, "why": r.why} for r in results if not r.solved],
     }))  # fmt: skip
 
-
-def _write_jsonl(path: Path, records: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))

@@ -105,9 +105,9 @@ class JobDisplay:
 
 def step_note(report: StepReport) -> str:
     """One line of an RL step's figures for the progress bar."""
-    tokens_per_s = report.tokens_generated / report.wall_s if report.wall_s > 0 else 0.0
     lag = max(report.staleness, default=0)
     return (
-        f"reward {report.reward_mean:.3f}  pass {report.resolved_share:.2f}  {tokens_per_s:,.0f} tok/s  "
+        f"reward {report.reward_mean:.3f}  pass {report.resolved_share:.2f}  "
+        f"{report.tokens_per_s:,.0f} tok/s  "
         f"staleness {lag}  partial {report.episodes_aborted}/{report.episodes_resumed}"
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, TaskError, build_task_set, bundled_repos, read_tasks, solve_all
+from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
 TASK_FILE = "tasks.jsonl"
@@ -119,9 +120,6 @@ async def write_oracle_demonstrations(
             f"{MIN_DEMONSTRATIONS} (the oracle needs agent.max_turns >= 5 and an agent.max_new_tokens "
             f"that holds its edits): {reasons}"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_text("".join(json.dumps(record) + "\n" for record in demonstrations))
-    os.replace(partial, out)
+    write_jsonl(out, demonstrations)
     echo(f"demonstrations: the oracle solved {len(demonstrations)} of {len(tasks)} train tasks -> {out}")
     return {"demonstrations": len(demonstrations), "oracle_failed": len(failed)}

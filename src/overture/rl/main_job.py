@@ -58,6 +58,7 @@ from overture.rl.sft import sft
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import Task
+from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
 STATE_FILE = "job_state.json"
@@ -128,11 +129,7 @@ def _drop_records_after(run_path: Path, step: int) -> None:
     if not file.is_file():
         return
     kept = [r for r in read_metrics(file) if not (r.get("phase") == "rl" and r["step"] > step)]
-    file.write_text("".join(json.dumps(record) + "\n" for record in kept))
-
-
-def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    write_jsonl(file, kept)
 
 
 class MainJob:
@@ -258,7 +255,7 @@ class MainJob:
             report, trajectories = asyncio.run(
                 evaluate(tasks, policy, tokenizer, config, samples, sorted({1, samples}), progress=seen)
             )
-        _write_jsonl(
+        write_jsonl(
             self.run_dir.path / "trajectories" / f"eval-{label}.jsonl", [t.to_dict() for t in trajectories]
         )
         result = report.to_dict()
@@ -328,10 +325,10 @@ class MainJob:
         record = report.to_dict()
         del record["step"]
         record.update({f"train_{k}": v for k, v in record.pop("train_metrics").items()})
-        record["tokens_per_s"] = report.tokens_generated / report.wall_s if report.wall_s > 0 else 0.0
+        record["tokens_per_s"] = report.tokens_per_s
         self.run_dir.log(number, phase="rl", **record)
         name = f"rl-step-{number:06d}.jsonl"
-        _write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
+        write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
         totals["batches"] = number
         totals["optimizer_steps"] = trainer.step
         totals["rewards"].append(report.reward_mean)

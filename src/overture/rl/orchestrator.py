@@ -153,6 +153,11 @@ class StepReport:
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
 
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens generated per second of the step's wall time."""
+        return self.tokens_generated / self.wall_s if self.wall_s > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         """Every field but the trajectories (write those with `Trajectory.to_dict`)."""
         data = {k: v for k, v in self.__dict__.items() if k != "trajectories"}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -150,20 +151,26 @@ def read_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
+def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
+    """Write one JSON object per line, atomically (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+    os.replace(partial, path)
+    return path
+
+
 def write_tasks(path: str | Path, tasks: list[Task]) -> Path:
     """Write `tasks` as JSONL (atomically); bases below the file's directory become relative."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     folder = path.parent.resolve()
-    lines = []
+    records = []
     for task in tasks:
         record = task.to_dict()
         if record["base"]:
             base = Path(record["base"]).resolve()
             if base.is_relative_to(folder):
                 record["base"] = base.relative_to(folder).as_posix()
-        lines.append(json.dumps(record, ensure_ascii=False))
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text("".join(f"{line}\n" for line in lines))
-    os.replace(partial, path)
-    return path
+        records.append(record)
+    return write_jsonl(path, records)
