@@ -51,7 +51,7 @@ def synth(
     seed: Annotated[int, typer.Option(help="seed of candidate order, test samples and splits")] = 0,
     test_cmd: Annotated[
         str, typer.Option(help="command that runs the repository's tests")
-    ] = "python -m pytest",
+    ] = "python -m pytest",  # = tasks.spec.DEFAULT_TEST_CMD; overture.tasks loads only when needed
     jobs: Jobs = None,
     config: ConfigOption = None,
     set_: Overrides = None,

@@ -134,6 +134,11 @@ def changed_lines(before: str, after: str) -> list[str]:
     return lines
 
 
+def candidate_digest(path: str, mutated: str) -> str:
+    """Identity of a candidate: its file and that file's mutated text."""
+    return hashlib.sha256(f"{path}\0{mutated}".encode()).hexdigest()
+
+
 class Synthesizer:
     """Validates candidates of one repository and turns the valid ones into tasks."""
 
@@ -158,7 +163,7 @@ class Synthesizer:
         except MutationError:
             self.stats.errors += 1
             return None
-        key = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()
+        key = candidate_digest(mutation.path, mutated)
         if key in self._seen or mutated == self.source(mutation.path):
             self.stats.duplicates += 1
             return None
@@ -179,8 +184,8 @@ class Synthesizer:
             self.stats.unnoticed += 1
             return None
         clean = self.source(mutation.path)
-        digest = hashlib.sha256(f"{mutation.path}\0{mutated}".encode()).hexdigest()[:10]
-        instance_id = f"{self.baseline.repo}-{digest}"  # no hint of the kind of bug
+        # No hint of the kind of bug in the id (nor in any path the agent can see).
+        instance_id = f"{self.baseline.repo}-{candidate_digest(mutation.path, mutated)[:10]}"
         broken_set = set(broken)
         still = [test for test in self.baseline.passed if test not in broken_set]
         rng = random.Random(f"{self.seed}:{instance_id}")
@@ -216,13 +221,11 @@ class Synthesizer:
         """Validate candidates `jobs` at a time until `wanted` tasks or no candidates are left."""
         tasks: list[Task] = []
         limit = self.config.tasks.max_candidates or len(candidates)
-        queue = iter(candidates[:limit])
-        lock = asyncio.Lock()
+        queue = iter(candidates[:limit])  # shared by the workers: one event loop, no await inside next()
 
         async def worker() -> None:
             while len(tasks) < wanted:
-                async with lock:
-                    mutation = next(queue, None)
+                mutation = next(queue, None)
                 if mutation is None:
                     return
                 mutated = self.mutate(mutation)
