@@ -291,8 +291,67 @@ class RuntimeConfig(Section):
 
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = Field(None, gt=0, description="torch intra-op threads; unset = torch's default")
-    ray: bool = False
-    ray_address: str | None = None
+    ray: bool = Field(False, description="the RL phase's engine, trainer and rollout workers as Ray actors")
+    ray_address: str | None = Field(
+        None, description="join this Ray cluster ('auto', 'ray://host:port'); unset = start a local one"
+    )
+    rollout_workers: int = Field(1, gt=0, description="Ray rollout-worker actors, each with a sandbox pool")
+
+    @property
+    def uses_ray(self) -> bool:
+        return self.ray or self.ray_address is not None
+
+
+class ParallelConfig(Section):
+    """How training spreads over processes (`overture.distributed`, torchtitan's layout).
+
+    Dense parameters live on a dp_replicate × dp_shard mesh (HSDP: FSDP within a shard group,
+    replicated across groups); routed experts live on dp_replicate × expert_shard × ep, where
+    ep splits the experts of each shard group and expert_shard = dp_shard / ep shards what is left.
+    Every process takes its own slice of the batch.
+    """
+
+    nproc: int = Field(1, gt=0, description="training processes (torchrun's WORLD_SIZE); 1 = one process")
+    dp_replicate: int = Field(1, gt=0, description="HSDP replica groups; parameters are copied across them")
+    dp_shard: int = Field(
+        -1, ge=-1, description="processes that shard one copy of the parameters; -1 = nproc / dp_replicate"
+    )
+    ep: int = Field(
+        1, gt=0, description="expert parallelism: routed experts split over this many ranks of a shard group"
+    )
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="torch.distributed backend; 'auto' = nccl on CUDA, gloo on CPU"
+    )
+
+    @model_validator(mode="after")
+    def _check_layout(self) -> ParallelConfig:
+        if self.dp_shard == 0:
+            raise ValueError("parallel.dp_shard must be positive, or -1 for nproc / dp_replicate")
+        if self.nproc % self.dp_replicate:
+            raise ValueError(
+                f"parallel.dp_replicate ({self.dp_replicate}) must divide parallel.nproc ({self.nproc})"
+            )
+        if self.dp_replicate * self.shard_size != self.nproc:
+            raise ValueError(
+                f"parallel.dp_replicate ({self.dp_replicate}) x parallel.dp_shard ({self.dp_shard}) = "
+                f"{self.dp_replicate * self.shard_size} processes, but parallel.nproc is {self.nproc}"
+            )
+        if self.shard_size % self.ep:
+            raise ValueError(
+                f"parallel.ep ({self.ep}) must divide parallel.dp_shard ({self.shard_size}): "
+                "expert parallelism splits each shard group"
+            )
+        return self
+
+    @property
+    def shard_size(self) -> int:
+        """dp_shard with -1 resolved."""
+        return self.nproc // self.dp_replicate if self.dp_shard == -1 else self.dp_shard
+
+    @property
+    def expert_shard(self) -> int:
+        """How many ranks shard each ep rank's experts (dp_shard / ep)."""
+        return self.shard_size // self.ep
 
 
 class RunConfig(Section):
@@ -311,3 +370,4 @@ class RunConfig(Section):
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)

@@ -15,6 +15,7 @@ orientation it contracts (the weight gradient's per expert, over that expert's t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -128,6 +129,9 @@ class GroupedExperts(nn.Module):
         self.gate_proj = nn.Parameter(torch.empty(experts, hidden, dim))
         self.up_proj = nn.Parameter(torch.empty(experts, hidden, dim))
         self.down_proj = nn.Parameter(torch.empty(experts, dim, hidden))
+        # Expert parallelism (overture.distributed) swaps in a `dispatch(experts, rows, counts)`
+        # that sends the rows to the ranks holding their experts and returns the outputs in order.
+        self.dispatch: Callable[[GroupedExperts, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
     def use_grouped(self, x: torch.Tensor) -> bool:
         if self.impl == "loop":
@@ -145,6 +149,13 @@ class GroupedExperts(nn.Module):
             return expert_matmul(rows, weight, counts, self.use_grouped(rows))
         return mx.grouped_linear(rows, weight, counts, self.precision)
 
+    def compute(self, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """The SwiGLU of every row: rows sorted by expert, `counts[e]` of them for this module's expert e."""
+        hidden = F.silu(self._project(rows, self.gate_proj, counts)) * self._project(
+            rows, self.up_proj, counts
+        )
+        return self._project(hidden, self.down_proj, counts)
+
     def forward(self, x: torch.Tensor, route: RouterOutput) -> torch.Tensor:
         """x: N×D tokens; returns N×D, each token the gate-weighted sum of its experts' outputs."""
         top_k = route.indices.shape[-1]
@@ -153,10 +164,7 @@ class GroupedExperts(nn.Module):
         token_of_slot = order // top_k
         counts = torch.bincount(flat, minlength=self.num_experts)
         rows = x[token_of_slot]
-        hidden = F.silu(self._project(rows, self.gate_proj, counts)) * self._project(
-            rows, self.up_proj, counts
-        )
-        out = self._project(hidden, self.down_proj, counts)
+        out = self.compute(rows, counts) if self.dispatch is None else self.dispatch(self, rows, counts)
         out = out * route.weights.reshape(-1)[order, None]
         return torch.zeros_like(x).index_add_(0, token_of_slot, out)
 
