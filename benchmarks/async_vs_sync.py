@@ -48,7 +48,7 @@ import torch
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport
+from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.rollout_groups import policy_versions
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer
@@ -108,7 +108,8 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
 
     async def main() -> tuple[list[StepReport], float]:
         async with SandboxPool(config.sandbox) as pool:
-            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), pool, tokenizer)
+            rollouts = local_rollouts(config, handle, pool, tokenizer)
+            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), rollouts)
             began = time.monotonic()
             reports = await orchestrator.run(args.steps)
             return reports, time.monotonic() - began

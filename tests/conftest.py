@@ -1,11 +1,17 @@
-"""Shared fixtures: small random Qwen3 / Qwen3-MoE configurations and checkpoints."""
+"""Shared fixtures: small random Qwen3 / Qwen3-MoE configurations and checkpoints, a small task
+set, and the main job's smoke run (`configs/smoke.toml`), run once per session."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from overture.config import ModelConfig
+
+SMOKE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "smoke.toml"
 
 
 def tiny_model_config(**overrides) -> ModelConfig:
@@ -39,3 +45,21 @@ def numbers_task_set(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("numbers_tasks")
     return root, synthesize(root, 8)
+
+
+@pytest.fixture(scope="session")
+def smoke_runs_dir(tmp_path_factory) -> Path:
+    """Where the smoke runs of a session write: one folder, so the bundled task set is built once."""
+    return tmp_path_factory.mktemp("smoke_runs")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(smoke_runs_dir) -> tuple[Path, dict]:
+    """`overture train configs/smoke.toml` through the CLI, once: (its run directory, its summary)."""
+    from typer.testing import CliRunner
+
+    from overture.cli.main import app
+
+    result = CliRunner().invoke(app, ["train", str(SMOKE_CONFIG), "--set", f"output_dir={smoke_runs_dir}"])
+    assert result.exit_code == 0, result.output
+    return smoke_runs_dir / "smoke", json.loads(result.stdout.strip().splitlines()[-1])

@@ -16,7 +16,7 @@ from overture.agent import Generation, Policy, PolicyRequest
 from overture.config import RunConfig
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained, save_pretrained
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport
+from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task
@@ -63,7 +63,8 @@ def run_orchestrator(
 
     async def main() -> list[StepReport]:
         async with SandboxPool(config.sandbox) as pool:
-            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), pool, tokenizer, policy)
+            rollouts = local_rollouts(config, handle, pool, tokenizer, policy)
+            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), rollouts)
             # A broken admission rule can stall the run: fail then, do not hang.
             return await asyncio.wait_for(orchestrator.run(steps), RUN_TIMEOUT_S)
 

@@ -1,9 +1,9 @@
 """The main job, `overture train`: its pieces (phase configs, task cache and splits, job state,
-configuration errors) fast, and `configs/smoke.toml` end to end through the CLI (slow): tasks
-synthesized from the bundled repositories, oracle demonstrations, SFT, held-out pass@1, two
-async+partial RL steps with real sandboxes, pass@1 again; then runs stopped after one RL step
-(by the API, and by `kill -9` of the training program) and resumed with `--resume`, with no
-optimizer step lost or repeated."""
+configuration errors), and `configs/smoke.toml` end to end through the CLI: tasks synthesized
+from the bundled repositories, oracle demonstrations, SFT, held-out pass@1, two async+partial RL
+steps with real sandboxes, pass@1 again, in process and with the RL phase on Ray actors; then
+runs stopped after one RL step (by the API, and by `kill -9` of the training program) and
+resumed with `--resume`, with no optimizer step lost or repeated."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from overture.cli.main import app
@@ -161,30 +162,24 @@ def test_cli_errors_are_clear_and_cost_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke"]  # nothing was built
 
 
-# ----------------------------------------------------------------------------- slow: the smoke run
+# ----------------------------------------------------------------------------- the smoke runs
 
 
 @pytest.fixture(scope="module")
-def output_dir(tmp_path_factory) -> Path:
-    """Shared by the slow tests, so the bundled task set is synthesized once and then reused."""
-    return tmp_path_factory.mktemp("main_job_runs")
+def output_dir(smoke_runs_dir) -> Path:
+    """Shared with every smoke run of the session, so the bundled task set is synthesized once."""
+    return smoke_runs_dir
 
 
 def last_json_line(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
-def test_smoke_run_end_to_end_through_the_cli(output_dir):
-    result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}"])
-    assert result.exit_code == 0, result.output
-    summary = last_json_line(result.stdout)
-    run = output_dir / "smoke"
+def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
+    """What every smoke run shows, whatever runtime ran it: the summary and the run directory."""
     assert summary["run_dir"] == str(run)
-    assert summary["tasks"] == {
-        "source": str(builtin_cache_dir(smoke_config(output_dir)) / TASK_FILE), "cached": False,
-        "train": 8, "heldout": 2,
-    }  # fmt: skip
+    assert summary["tasks"]["source"] == str(builtin_cache_dir(config) / TASK_FILE)
+    assert (summary["tasks"]["train"], summary["tasks"]["heldout"]) == (8, 2)
     # SFT on the oracle's demonstrations, to its best held-out loss.
     sft = summary["sft"]
     assert sft["demonstrations"] >= 2 and 1 <= sft["steps"] <= 4
@@ -201,7 +196,7 @@ def test_smoke_run_end_to_end_through_the_cli(output_dir):
     assert set(summary["phase_seconds"]) == {"tasks", "sft", "eval_before", "rl", "eval_after"}
 
     # The run directory.
-    assert load_config(run / "config.toml") == smoke_config(output_dir)
+    assert load_config(run / "config.toml") == config
     records = read_metrics(run)
     assert [r["step"] for r in records if r["phase"] == "rl"] == [1, 2]
     evals = [r for r in records if r["phase"] == "eval"]
@@ -219,7 +214,28 @@ def test_smoke_run_end_to_end_through_the_cli(output_dir):
         assert len((run / "trajectories" / f"eval-{when}.jsonl").read_text().splitlines()) == 2
 
 
-@pytest.mark.slow
+def test_smoke_run_end_to_end_through_the_cli(smoke_run, output_dir):
+    run, summary = smoke_run
+    check_smoke_run(run, summary, smoke_config(output_dir))
+    assert summary["tasks"]["cached"] is False  # the session's first smoke run built the task set
+
+
+def test_smoke_run_with_the_rl_phase_on_ray_actors(smoke_run, output_dir):
+    overrides = ["name=smoke-ray", "runtime.ray=true"]
+    args = [arg for override in overrides for arg in ("--set", override)]
+    result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}", *args])
+    assert result.exit_code == 0, result.output
+    summary = last_json_line(result.stdout)
+    check_smoke_run(output_dir / "smoke-ray", summary, smoke_config(output_dir, *overrides))
+    # The trainer actor's last checkpoint came back: the final weights are the RL-trained ones.
+    checkpoints = output_dir / "smoke-ray" / "checkpoints"
+    final = load_pretrained(checkpoints / "final").state_dict()
+    trained = load_pretrained(checkpoints / "step-00000002" / "model").state_dict()
+    sft = load_pretrained(summary["sft"]["best"]).state_dict()
+    assert all(torch.equal(final[name], trained[name]) for name in final)
+    assert any(not torch.equal(final[name], sft[name]) for name in final)
+
+
 def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir):
     config = smoke_config(output_dir, "name=smoke-resume")
     stopped = train(config, stop_after_rl_step=1)
@@ -251,7 +267,6 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir):
     assert len(tasks) == 10
 
 
-@pytest.mark.slow
 def test_kill_9_of_the_training_program_then_resume_loses_and_repeats_no_step(output_dir):
     args = ["--set", f"output_dir={output_dir}", "--set", "name=smoke-kill", "--set", "rl.steps=3"]
     command = [str(Path(sys.executable).with_name("overture")), "train", str(SMOKE), *args]

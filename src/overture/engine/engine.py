@@ -118,6 +118,11 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
 
+    def fitting_budget(self, prompt_length: int, max_new_tokens: int) -> int:
+        """`max_new_tokens`, cut to what fits in the context after a prompt of this length (at
+        least 1, so that a prompt too long for the context still gets its clear `RequestError`)."""
+        return max(1, min(max_new_tokens, self.max_model_len - prompt_length))
+
     def sampling_params(self, **fields: Any) -> SamplingParams:
         """The engine's defaults (config, and the end-of-turn token as a stop) with `fields` applied."""
         defaults = dict(

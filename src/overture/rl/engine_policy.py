@@ -48,6 +48,5 @@ class EnginePolicy:
         self.engine.close()
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> EngineRequest:
-        # The engine refuses a request longer than its model length; ask for what fits.
-        budget = max(1, min(max_new_tokens, self.engine.max_model_len - len(prompt_ids)))
+        budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
         return EngineRequest(self.engine.submit(prompt_ids, max_new_tokens=budget, **self.sampling))

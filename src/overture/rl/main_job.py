@@ -14,6 +14,11 @@ Phases, each calling the component that owns it:
    the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller).
 
+With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
+run as Ray actors (`overture.rl.ray_actors`), driven by the same orchestrator; the trainer actor
+writes the RL checkpoints, and the newest one hands the trained weights back to this process
+for the evaluation after RL and the final checkpoint.
+
 The RL phase runs under the run's config with `training.steps`, `training.lr` and
 `training.warmup_steps` replaced by `rl.steps`, `rl.lr` and `rl.warmup_steps` (the LR schedule of
 the RL trainer spans the RL steps, not the SFT ones).
@@ -46,12 +51,20 @@ import torch
 from overture.config import ConfigError, RunConfig
 from overture.engine import Engine
 from overture.model import load_pretrained
+from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from overture.rl.devices import resolve_device
 from overture.rl.evaluation import evaluate
 from overture.rl.job_display import JobDisplay
 from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, check_config
+from overture.rl.orchestrator import (
+    LocalEngine,
+    LocalTrainer,
+    Orchestrator,
+    StepReport,
+    check_config,
+    local_rollouts,
+)
+from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
 from overture.rl.sft import sft
@@ -212,7 +225,7 @@ class MainJob:
                 if restored is not None:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
-            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals)
+            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
@@ -272,7 +285,11 @@ class MainJob:
         train_tasks: list[Task],
         tokenizer: Tokenizer,
         totals: dict[str, Any],
+        weights: Path,
+        restored: Path | None,
     ) -> dict[str, Any]:
+        """The RL steps left; `weights` and `restored` are where `trainer` came from (Ray actors
+        rebuild it from them)."""
         config = self.config
         totals = {
             "batches": 0,
@@ -295,12 +312,29 @@ class MainJob:
         began = time.time()
         with self.display.rl_steps(config.rl.steps, done) as show:
 
-            def on_step(report: StepReport) -> None:
-                number = done + report.step
-                self._record_step(number, report, totals, trainer)
-                show(number, report)
+            def recorder(save: Callable[[dict[str, Any]], Any], optimizer_steps: Callable[[], int]):
+                def on_step(report: StepReport) -> None:
+                    number = done + report.step
+                    self._record_step(number, report, totals, optimizer_steps(), save)
+                    show(number, report)
 
-            asyncio.run(self._orchestrate(trainer, engine, train_tasks, tokenizer, left, on_step))
+                return on_step
+
+            if config.runtime.uses_ray:
+                run = self._orchestrate_on_ray(
+                    trainer.config, weights, restored, train_tasks, tokenizer, left, recorder
+                )
+                asyncio.run(run)
+                # The trainer actor's newest checkpoint hands its weights back to this process.
+                load_checkpoint(trainer, latest_checkpoint(self.run_dir.checkpoints))
+                engine.update_weights(trainer.export_weights(), trainer.policy_version)
+            else:
+                keep = self.config.training.keep_checkpoints
+                on_step = recorder(
+                    lambda extra: save_checkpoint(trainer, self.run_dir.checkpoints, {}, extra, keep),
+                    lambda: trainer.step,
+                )
+                asyncio.run(self._orchestrate(trainer, engine, train_tasks, tokenizer, left, on_step))
         self._timed("rl", began)
         return totals
 
@@ -315,13 +349,41 @@ class MainJob:
     ) -> None:
         rl_config = trainer.config
         async with SandboxPool(rl_config.sandbox) as pool:
-            orchestrator = Orchestrator(
-                rl_config, train_tasks, LocalEngine(engine), LocalTrainer(trainer), pool, tokenizer
-            )
+            handle = LocalEngine(engine)
+            rollouts = local_rollouts(rl_config, handle, pool, tokenizer)
+            orchestrator = Orchestrator(rl_config, train_tasks, handle, LocalTrainer(trainer), rollouts)
             await orchestrator.run(steps, on_step)
 
-    def _record_step(self, number: int, report: StepReport, totals: dict[str, Any], trainer: Trainer) -> None:
-        """Log one RL step, write its trajectories, fold it into the totals, checkpoint when due."""
+    async def _orchestrate_on_ray(
+        self,
+        rl_config: RunConfig,
+        weights: Path,
+        restored: Path | None,
+        train_tasks: list[Task],
+        tokenizer: Tokenizer,
+        steps: int,
+        recorder: Callable[..., Callable[[StepReport], None]],
+    ) -> None:
+        keep = self.config.training.keep_checkpoints
+        async with ray_rl_runtime(rl_config, weights, tokenizer, restored) as ray_rl:
+            remote = ray_rl.trainer
+            on_step = recorder(
+                lambda extra: remote.save_checkpoint(self.run_dir.checkpoints, extra, keep),
+                lambda: remote.step,
+            )
+            orchestrator = Orchestrator(rl_config, train_tasks, ray_rl.engine, remote, ray_rl.rollouts)
+            await orchestrator.run(steps, on_step)
+
+    def _record_step(
+        self,
+        number: int,
+        report: StepReport,
+        totals: dict[str, Any],
+        optimizer_steps: int,
+        save: Callable[[dict[str, Any]], Any],
+    ) -> None:
+        """Log one RL step, write its trajectories, fold it into the totals, checkpoint when due
+        (`save` writes a training checkpoint holding the given extra state)."""
         record = report.to_dict()
         del record["step"]
         record.update({f"train_{k}": v for k, v in record.pop("train_metrics").items()})
@@ -330,20 +392,14 @@ class MainJob:
         name = f"rl-step-{number:06d}.jsonl"
         write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
         totals["batches"] = number
-        totals["optimizer_steps"] = trainer.step
+        totals["optimizer_steps"] = optimizer_steps
         totals["rewards"].append(report.reward_mean)
         totals["max_staleness"] = max(totals["max_staleness"], max(report.staleness, default=0))
         for key in ("episodes_aborted", "episodes_resumed", "groups_dropped_stale", "tokens_generated"):
             totals[key] += getattr(report, key)
         every = self.config.training.checkpoint_every
         if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
-            save_checkpoint(
-                trainer,
-                self.run_dir.checkpoints,
-                {},
-                {"batches": number, "totals": totals},
-                self.config.training.keep_checkpoints,
-            )
+            save({"batches": number, "totals": totals})
 
     # ------------------------------------------------------------------ endings
 

@@ -18,9 +18,10 @@ flight and the groups started (less those dropped) stay below (η + v + 1) × B,
 trainer's version. A complete group joins a batch only if every policy token's version is
 ≥ v − η; otherwise it is dropped, counted, and its task re-queued.
 
-Engine and trainer are reached through small async interfaces (`EngineHandle`,
-`TrainerHandle`), in process by default (`LocalEngine`, `LocalTrainer`: heavy compute runs off
-the event loop), so that Ray actor handles can stand in for them (DESIGN.md decision 7).
+Engine, trainer and rollout groups are reached through small async interfaces (`EngineHandle`,
+`TrainerHandle`, `Rollouts`), in process by default (`LocalEngine`, `LocalTrainer`: heavy compute
+runs off the event loop; `LocalRollouts`), and as Ray actors when `runtime.ray` is set
+(`overture.rl.ray_actors`): the same orchestrator drives both (DESIGN.md decision 7).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from overture.agent import Policy, ToolSet, Trajectory
 from overture.config import RunConfig
 from overture.rl.engine_policy import EnginePolicy
 from overture.rl.rollout_groups import (
+    GroupRun,
+    LocalRollouts,
     RolloutEnv,
-    RolloutGroup,
-    RolloutStats,
+    Rollouts,
     TaskQueue,
     admissible,
     policy_versions,
@@ -63,7 +65,9 @@ class EngineHandle(Protocol):
         """The engine behind the agent's `Policy` protocol."""
         ...
 
-    async def update_weights(self, weights: Weights, version: int) -> None: ...
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        """Serve `weights` (what the trainer's `export_weights` gave) as `version` from now on."""
+        ...
 
 
 class TrainerHandle(Protocol):
@@ -76,7 +80,9 @@ class TrainerHandle(Protocol):
         """One optimizer update on a batch of whole groups; its metrics."""
         ...
 
-    async def export_weights(self) -> Weights: ...
+    async def export_weights(self) -> Weights:
+        """The current weights, in whatever form the engine handle's `update_weights` takes."""
+        ...
 
 
 class LocalEngine:
@@ -112,15 +118,33 @@ class LocalTrainer:
         return await asyncio.to_thread(self._train, trajectories)
 
     def _train(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        samples, report = samples_from_trajectories(trajectories, self.trainer.config.rl)
-        if not samples:  # every group dropped (rl.drop_zero_signal_groups): nothing to step on
-            return {"skipped": 1.0, "zero_signal_groups": report.zero_signal_groups}
-        metrics = self.trainer.rl_step(samples)
-        metrics.update(zero_signal_groups=report.zero_signal_groups, masked_truncated=report.masked_truncated)
-        return metrics
+        return train_on_trajectories(self.trainer, trajectories)
 
     async def export_weights(self) -> Weights:
         return await asyncio.to_thread(self.trainer.export_weights)
+
+
+def train_on_trajectories(trainer: Any, trajectories: list[Trajectory]) -> dict[str, float]:
+    """One RL update of an `overture.rl.trainer.Trainer` on a batch of whole groups; its metrics."""
+    samples, report = samples_from_trajectories(trajectories, trainer.config.rl)
+    if not samples:  # every group dropped (rl.drop_zero_signal_groups): nothing to step on
+        return {"skipped": 1.0, "zero_signal_groups": report.zero_signal_groups}
+    metrics = trainer.rl_step(samples)
+    metrics.update(zero_signal_groups=report.zero_signal_groups, masked_truncated=report.masked_truncated)
+    return metrics
+
+
+def local_rollouts(
+    config: RunConfig,
+    engine: EngineHandle,
+    pool: SandboxPool,
+    tokenizer: Tokenizer,
+    policy: Policy | None = None,
+    tools: ToolSet | None = None,
+) -> LocalRollouts:
+    """Groups in this process on `pool`; `policy`: what the episodes call, by default
+    `engine.policy()` (pass a wrapper around it to observe or disturb episodes)."""
+    return LocalRollouts(RolloutEnv(policy or engine.policy(), pool, tokenizer, config, tools))
 
 
 @dataclass
@@ -129,9 +153,11 @@ class StepReport:
     dropped for lack of signal: then `version` stays and `train_metrics["skipped"]` is 1), JSON-ready
     through `to_dict()`.
 
-    Counts (`groups_dropped_stale`, `episodes_*`, `tokens_generated`, `generation_idle_s`,
-    `wall_s`) cover the time since the previous report. `staleness` maps trainer version minus
-    a trajectory's oldest token version to the number of admitted trajectories with that lag.
+    Counts (`groups_dropped_stale`, `episodes_*`, `requests_resent`, `tokens_generated`,
+    `generation_idle_s`, `wall_s`) cover the time since the previous report; `requests_resent`
+    counts generation requests sent again because the engine's process died (Ray only).
+    `staleness` maps trainer version minus a trajectory's oldest token version to the number of
+    admitted trajectories with that lag.
     """
 
     step: int
@@ -150,6 +176,7 @@ class StepReport:
     training_s: float
     tokens_generated: int
     wall_s: float
+    requests_resent: int = 0
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
 
@@ -203,13 +230,10 @@ class Orchestrator:
         tasks: Sequence[Task],
         engine: EngineHandle,
         trainer: TrainerHandle,
-        pool: SandboxPool,
-        tokenizer: Tokenizer,
-        policy: Policy | None = None,
-        tools: ToolSet | None = None,
+        rollouts: Rollouts,
     ) -> None:
-        """`tasks`: the task set (its train split is used). `policy`: what the episodes call,
-        by default `engine.policy()` (pass a wrapper around it to observe or disturb episodes)."""
+        """`tasks`: the task set (its train split is used); `rollouts`: where groups run
+        (`local_rollouts(...)` in this process)."""
         train = [task for task in tasks if task.split == "train"]
         check_config(config, train)
         if engine.version != trainer.version:
@@ -222,11 +246,10 @@ class Orchestrator:
         self.max_in_flight = groups_in_flight(config)
         self.partial = config.rl.overprovision > 1
         self.queue = TaskQueue(train, config.seed)
-        self.stats = RolloutStats()
-        self.env = RolloutEnv(policy or engine.policy(), pool, tokenizer, config, tools)
+        self.rollouts = rollouts
         self.version = trainer.version
-        self._in_flight: dict[asyncio.Task, RolloutGroup] = {}
-        self._complete: list[tuple[RolloutGroup, list[Trajectory]]] = []
+        self._in_flight: dict[asyncio.Task, GroupRun] = {}
+        self._complete: list[tuple[GroupRun, list[Trajectory]]] = []
         self._started = 0  # groups started and not dropped (AReaL's accepted + running)
         self._dropped = 0
         self._group_ids = 0
@@ -241,7 +264,7 @@ class Orchestrator:
         Groups still in flight at the end are cancelled: an orchestrator runs once."""
         reports: list[StepReport] = []
         last = time.monotonic()
-        self.stats.take()
+        await self.rollouts.take_stats()
         try:
             self._fill()
             while len(reports) < steps:
@@ -255,7 +278,7 @@ class Orchestrator:
             await self._stop()
         return reports
 
-    async def _next_batch(self) -> list[tuple[RolloutGroup, list[Trajectory]]]:
+    async def _next_batch(self) -> list[tuple[GroupRun, list[Trajectory]]]:
         """Wait until B admissible groups are complete; take them (oldest first)."""
         while True:
             if self._error is not None:
@@ -269,7 +292,7 @@ class Orchestrator:
             await self._changed.wait()
 
     async def _train(
-        self, batch: list[tuple[RolloutGroup, list[Trajectory]]], step: int, since: float
+        self, batch: list[tuple[GroupRun, list[Trajectory]]], step: int, since: float
     ) -> StepReport:
         """Pause (partial mode), train, push the weights, resume; the step's report."""
         paused = list(self._in_flight.values()) if self.partial else []
@@ -298,7 +321,8 @@ class Orchestrator:
         for group in paused:
             group.release()  # resumed first: they are released before any new group starts
         self._fill()
-        return self._report(step, trajectories, trained_under, metrics, training_s, since)
+        counts = await self.rollouts.take_stats()
+        return self._report(step, trajectories, trained_under, metrics, training_s, since, counts)
 
     # ------------------------------------------------------------------ admission
 
@@ -312,7 +336,7 @@ class Orchestrator:
 
     def _start_group(self, task: Task) -> None:
         self._group_ids += 1
-        group = RolloutGroup(task, f"{task.instance_id}#g{self._group_ids}", self.env, self.stats)
+        group = self.rollouts.start(task, f"{task.instance_id}#g{self._group_ids}")
         runner = asyncio.create_task(group.run(), name=group.group_id)
         self._in_flight[runner] = group
         self._started += 1
@@ -365,8 +389,8 @@ class Orchestrator:
         metrics: dict[str, float],
         training_s: float,
         since: float,
+        counts: dict[str, float],
     ) -> StepReport:
-        counts = self.stats.take()
         versions = [policy_versions(t) for t in trajectories]
         policy_tokens = sum(len(v) for v in versions)
         off_policy = sum(1 for vs in versions for v in vs if v < trained_under)
@@ -383,6 +407,7 @@ class Orchestrator:
             episodes_resumed=int(counts["resumed"]),
             episodes_retried=int(counts["retried"]),
             episodes_failed=int(counts["failed"]),
+            requests_resent=int(counts.get("requests_resent", 0)),
             multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),
             generation_idle_s=round(counts["idle_s"], 6),
             training_s=round(training_s, 6),

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from overture.config import RunConfig
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained, save_pretrained
-from overture.rl.devices import resolve_device
+from overture.model.devices import resolve_device
 from overture.rl.run_dir import RunDir
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer

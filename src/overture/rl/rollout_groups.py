@@ -16,6 +16,10 @@ every episode has ended (finished, truncated or failed) and been graded. Each ep
 
 `TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first;
 `RolloutStats` counts what happened (aborts, resumes, retries, tokens, generation-idle time).
+
+The orchestrator starts groups through a `Rollouts` handle: `LocalRollouts` runs them in its own
+event loop; `overture.rl.ray_actors.RemoteRollouts` runs them in rollout-worker actors, each with
+its own sandbox pool, by this same code.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.config import RunConfig
@@ -203,6 +208,41 @@ class RolloutGroup:
     def release(self) -> None:
         for slot in self.slots:
             slot.release()
+
+
+class GroupRun(Protocol):
+    """A started rollout group, wherever it runs."""
+
+    task: Task
+    group_id: str
+
+    async def run(self) -> list[Trajectory]: ...
+
+    def pause(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class Rollouts(Protocol):
+    """Where the orchestrator's groups run: `start` them, `take_stats` of what happened since."""
+
+    def start(self, task: Task, group_id: str) -> GroupRun: ...
+
+    async def take_stats(self) -> dict[str, float]: ...
+
+
+class LocalRollouts:
+    """Groups run in this process's event loop, on `env`."""
+
+    def __init__(self, env: RolloutEnv) -> None:
+        self.env = env
+        self.stats = RolloutStats()
+
+    def start(self, task: Task, group_id: str) -> RolloutGroup:
+        return RolloutGroup(task, group_id, self.env, self.stats)
+
+    async def take_stats(self) -> dict[str, float]:
+        return self.stats.take()
 
 
 def policy_versions(trajectory: Trajectory) -> list[int]:

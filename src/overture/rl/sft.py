@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from overture.config import RunConfig
+from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from overture.rl.demonstrations import demonstration_samples, read_demonstrations, synthetic_demonstrations
-from overture.rl.devices import resolve_device
 from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer

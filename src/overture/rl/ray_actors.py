@@ -1,0 +1,264 @@
+"""The RL run on Ray: trainer, engine and rollout workers as actors behind the orchestrator's handles.
+
+`runtime.ray = true` (or `runtime.ray_address`) makes `overture train` run its RL phase here; the
+orchestrator is the same object as in process (`overture.rl.orchestrator`), driving
+
+- `RemoteTrainer` → `TrainerActor`: the `Trainer` in its own process. `export_weights` returns an
+  object reference, so the weights go from the trainer's process through Ray's object store to the
+  engine's (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
+- `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `ray_engine`).
+- `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
+  runs whole groups (episodes, tools, grading) by `overture.rl.rollout_groups`' code, talking to
+  the engine actor. The orchestrator's pause / release / cancel of a group reach its worker as
+  numbered commands; the worker applies the newest one whatever the order they arrive in, and one
+  that arrives before the group starts is applied when it does.
+
+`ray_rl_runtime` starts all of it for a run and stops it after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from overture.agent import Trajectory
+from overture.config import RunConfig
+from overture.distributed.ray_engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
+from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray, ray_cluster
+from overture.model import load_pretrained
+from overture.model.devices import resolve_device
+from overture.rl.checkpoints import load_checkpoint, save_checkpoint
+from overture.rl.orchestrator import train_on_trajectories
+from overture.rl.rollout_groups import LocalRollouts, RolloutEnv
+from overture.rl.trainer import Trainer
+from overture.sandbox import SandboxPool
+from overture.tasks.spec import Task
+from overture.text import Tokenizer
+
+# ----------------------------------------------------------------------------- the trainer
+
+
+class TrainerActor:
+    """An RL `Trainer` built from `weights` (and restored from `checkpoint`, when given)."""
+
+    def __init__(self, weights: str, config: RunConfig, checkpoint: str | None) -> None:
+        import torch
+
+        device = resolve_device(config.runtime)
+        model = load_pretrained(Path(weights), dtype=getattr(torch, config.training.dtype)).to(device)
+        self.trainer = Trainer(model, config)
+        if checkpoint is not None:
+            load_checkpoint(self.trainer, checkpoint)
+
+    def describe(self) -> dict[str, int]:
+        return {"version": self.trainer.policy_version, "step": self.trainer.step}
+
+    def train(self, trajectories: list[Trajectory]) -> tuple[dict[str, float], dict[str, int]]:
+        return train_on_trajectories(self.trainer, trajectories), self.describe()
+
+    def export_weights(self) -> dict[str, Any]:
+        return {name: tensor.cpu() for name, tensor in self.trainer.export_weights().items()}
+
+    def save_checkpoint(self, root: str, extra: dict[str, Any], keep: int | None) -> str:
+        return str(save_checkpoint(self.trainer, root, {}, extra, keep))
+
+
+class RemoteTrainer:
+    """A `TrainerActor` as the orchestrator's `TrainerHandle`."""
+
+    def __init__(self, actor: Any, description: dict[str, int]) -> None:
+        self.actor = actor
+        self._version, self.step = description["version"], description["step"]
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    async def train(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        metrics, description = await self.actor.train.remote(trajectories)
+        self._version, self.step = description["version"], description["step"]
+        return metrics
+
+    async def export_weights(self) -> Any:
+        """An object reference to the weights (not the weights: they stay in the object store)."""
+        return self.actor.export_weights.remote()
+
+    def save_checkpoint(self, root: Path, extra: dict[str, Any], keep: int | None) -> Path:
+        """A training checkpoint written by the actor (blocking: the run waits for it, as in process)."""
+        return Path(import_ray().get(self.actor.save_checkpoint.remote(str(root), extra, keep)))
+
+
+# ----------------------------------------------------------------------------- rollout workers
+
+
+class RolloutWorker:
+    """Runs rollout groups in its own process, on its own sandbox pool (an async Ray actor)."""
+
+    def __init__(self, config: RunConfig, tokenizer: Tokenizer, engine_actor: Any) -> None:
+        self.config, self.tokenizer = config, tokenizer
+        self.policy = RemoteEnginePolicy(engine_actor)
+        self._pool: SandboxPool | None = None
+        self._rollouts: LocalRollouts | None = None
+        self._groups: dict[str, tuple[Any, asyncio.Future]] = {}
+        self._commands: dict[str, tuple[int, str]] = {}  # group id → newest (number, command)
+        self._resent_reported = 0
+
+    async def start(self) -> None:
+        self._pool = SandboxPool(self.config.sandbox)
+        await self._pool.__aenter__()
+        env = RolloutEnv(self.policy, self._pool, self.tokenizer, self.config)
+        self._rollouts = LocalRollouts(env)
+
+    async def run_group(self, task: Task, group_id: str) -> list[Trajectory]:
+        if self._rollouts is None:
+            raise RuntimeError("rollout worker used before start()")
+        group = self._rollouts.start(task, group_id)
+        runner = asyncio.ensure_future(group.run())
+        self._groups[group_id] = (group, runner)
+        if group_id in self._commands:
+            self._apply(group_id, self._commands[group_id][1])
+        try:
+            return await runner
+        finally:
+            self._groups.pop(group_id, None)
+            self._commands.pop(group_id, None)
+
+    def command(self, group_id: str, number: int, command: str) -> None:
+        """`pause`, `release` or `cancel` a group; older commands than the newest seen are ignored."""
+        newest = self._commands.get(group_id)
+        if newest is not None and newest[0] >= number:
+            return
+        self._commands[group_id] = (number, command)
+        if group_id in self._groups:
+            self._apply(group_id, command)
+
+    def _apply(self, group_id: str, command: str) -> None:
+        group, runner = self._groups[group_id]
+        if command == "pause":
+            group.pause()
+        elif command == "release":
+            group.release()
+        elif command == "cancel":
+            group.release()
+            runner.cancel()
+        else:
+            raise ValueError(f"unknown rollout group command {command!r}")
+
+    async def take_stats(self) -> dict[str, float]:
+        if self._rollouts is None:
+            raise RuntimeError("rollout worker used before start()")
+        counts = await self._rollouts.take_stats()
+        counts["requests_resent"] = self.policy.requests_resent - self._resent_reported
+        self._resent_reported = self.policy.requests_resent
+        return counts
+
+    async def close(self) -> None:
+        runners = [runner for _, runner in self._groups.values()]
+        for group, runner in self._groups.values():
+            group.release()
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        if self._pool is not None:
+            await self._pool.__aexit__(None, None, None)
+            self._pool = None
+
+
+class RemoteGroup:
+    """A group started on a rollout worker, as the orchestrator's `GroupRun`."""
+
+    def __init__(self, rollouts: RemoteRollouts, worker: int, task: Task, group_id: str) -> None:
+        self.rollouts, self.worker, self.task, self.group_id = rollouts, worker, task, group_id
+        self._numbers = itertools.count(1)
+
+    async def run(self) -> list[Trajectory]:
+        actor = self.rollouts.workers[self.worker]
+        self.rollouts.load[self.worker] += 1
+        try:
+            return await actor.run_group.remote(self.task, self.group_id)
+        except asyncio.CancelledError:
+            self._send("cancel")  # the orchestrator stopped waiting: stop the episodes too
+            raise
+        finally:
+            self.rollouts.load[self.worker] -= 1
+
+    def pause(self) -> None:
+        self._send("pause")
+
+    def release(self) -> None:
+        self._send("release")
+
+    def _send(self, command: str) -> None:
+        self.rollouts.workers[self.worker].command.remote(self.group_id, next(self._numbers), command)
+
+
+class RemoteRollouts:
+    """Rollout workers as the orchestrator's `Rollouts`: a new group goes to the least loaded one."""
+
+    def __init__(self, workers: Sequence[Any]) -> None:
+        self.workers = list(workers)
+        self.load = [0] * len(self.workers)
+
+    def start(self, task: Task, group_id: str) -> RemoteGroup:
+        worker = min(range(len(self.workers)), key=self.load.__getitem__)
+        return RemoteGroup(self, worker, task, group_id)
+
+    async def take_stats(self) -> dict[str, float]:
+        """Counts summed over workers; `idle_s` is the least idle worker's (no worker ran for at
+        most that long)."""
+        each = await asyncio.gather(*(worker.take_stats.remote() for worker in self.workers))
+        total = {key: sum(counts[key] for counts in each) for key in each[0]}
+        total["idle_s"] = min(counts["idle_s"] for counts in each)
+        return total
+
+
+# ----------------------------------------------------------------------------- the runtime
+
+
+@dataclass
+class RayRL:
+    """The handles the orchestrator drives on Ray."""
+
+    engine: RemoteEngine
+    trainer: RemoteTrainer
+    rollouts: RemoteRollouts
+
+
+@contextlib.asynccontextmanager
+async def ray_rl_runtime(
+    config: RunConfig, weights: str | Path, tokenizer: Tokenizer, checkpoint: str | Path | None = None
+) -> AsyncIterator[RayRL]:
+    """Trainer (from `weights`, restored from `checkpoint`), engine (the checkpoint `weights` and its
+    tokenizer, serving the trainer's weights) and rollout workers as actors on the cluster
+    `config.runtime` names; all stopped on exit."""
+    with ray_cluster(config.runtime) as ray:
+        trainer_actor = (
+            ray.remote(TrainerActor)
+            .options(**ACTOR_OPTIONS)
+            .remote(str(weights), config, None if checkpoint is None else str(checkpoint))
+        )
+        workers: list[Any] = []
+        engine: RemoteEngine | None = None
+        try:
+            trainer = RemoteTrainer(trainer_actor, await trainer_actor.describe.remote())
+            engine = start_engine_actor(
+                weights, config.engine, config.runtime, config.training.dtype,
+                weights=trainer_actor.export_weights.remote(), version=trainer.version,
+            )  # fmt: skip
+            workers = [
+                ray.remote(RolloutWorker).options(**ACTOR_OPTIONS).remote(config, tokenizer, engine.actor)
+                for _ in range(config.runtime.rollout_workers)
+            ]
+            await asyncio.gather(*(worker.start.remote() for worker in workers))
+            yield RayRL(engine, trainer, RemoteRollouts(workers))
+        finally:
+            await asyncio.gather(*(worker.close.remote() for worker in workers), return_exceptions=True)
+            for worker in workers:
+                ray.kill(worker, no_restart=True)
+            if engine is not None:
+                await engine.close()
+            ray.kill(trainer_actor, no_restart=True)
