@@ -10,7 +10,8 @@ anything under a `tests`/`test`/`testing` folder), pytest and packaging configur
 the top level or outside packages (which could shadow a module pytest imports, or register a
 plugin through package metadata). Editing the tests therefore earns nothing. Then:
 
-- an empty diff (nothing left changed) scores 0, reason `empty diff`;
+- an empty diff (nothing left changed) scores 0, reason `empty diff`; the diff that is graded
+  (its first `GRADED_DIFF_CHARS` characters) is kept in the grade and in `reward_info["diff"]`;
 - `test_patch`, when the task has one, is applied;
 - the files of FAIL_TO_PASS and PASS_TO_PASS run with pytest (`overture.tasks.pytest_report`:
   outcomes from a JUnit report, not from printed output); a run past `tasks.test_timeout_s`
@@ -50,6 +51,8 @@ CONFIG_FILES = frozenset({
 })  # fmt: skip
 NEVER_KEPT_SUFFIXES = (".pyc", ".pyo", ".pth")
 
+GRADED_DIFF_CHARS = 65_536
+
 
 @dataclass
 class Grade:
@@ -64,6 +67,7 @@ class Grade:
     outcomes: dict[str, str] = field(default_factory=dict)
     restored: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    diff: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,10 +155,16 @@ async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None)
     except (SandboxError, OSError) as exc:
         return Grade("none", 0.0, f"the workspace could not be restored for grading: {exc}")
 
-    def without_verdict(reason: str, **found: Any) -> Grade:
-        return Grade("none", 0.0, reason, restored=restored, duration_s=time.monotonic() - started, **found)
+    diff = sandbox.diff()
+    if len(diff) > GRADED_DIFF_CHARS:
+        diff = diff[:GRADED_DIFF_CHARS] + f"\n[diff cut: {len(diff)} characters in all]\n"
 
-    if not sandbox.diff().strip():
+    def without_verdict(reason: str, **found: Any) -> Grade:
+        return Grade(
+            "none", 0.0, reason, restored=restored, duration_s=time.monotonic() - started, diff=diff, **found
+        )
+
+    if not diff.strip():
         return without_verdict("empty diff")
     if task.test_patch:
         problem = await patch_workspace(sandbox, task.test_patch)
@@ -167,7 +177,7 @@ async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None)
     reason = "" if run.outcomes else f"no test outcomes (pytest exit code {run.result.exit_code})"
     return Grade(
         resolution, score(task, resolution, f2p_passed, config.reward), reason,
-        f2p_passed, f2p_failed, p2p_failed, run.outcomes, restored, time.monotonic() - started,
+        f2p_passed, f2p_failed, p2p_failed, run.outcomes, restored, time.monotonic() - started, diff,
     )  # fmt: skip
 
 
@@ -188,5 +198,6 @@ def reward(
         "p2p_failed": len(grade.p2p_failed),
         "restored": grade.restored,
         "grading_s": round(grade.duration_s, 3),
+        "diff": grade.diff,
     }
     return grade.score - turn_cost - invalid_cost, info
