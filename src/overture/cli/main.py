@@ -12,6 +12,7 @@ import typer
 from overture.cli.common import ConfigPath, Overrides, Overwrite, Resume, echo, reports_errors
 from overture.cli.tasks_cmd import tasks_app
 from overture.cli.train_cmd import train
+from overture.cli.view_cmd import view
 from overture.config import config_to_toml, load_config
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="overture: RL for agentic coding models.")
@@ -23,6 +24,7 @@ tools_app = typer.Typer(no_args_is_help=True, help="Run the agent's tools, as an
 app.add_typer(tools_app, name="tools")
 app.add_typer(tasks_app, name="tasks")
 app.command()(train)
+app.command()(view)
 
 
 @config_app.command("show")
