@@ -6,8 +6,10 @@ elements and E8M0 scales written, divided by the median time of `--repeats` call
 is measured with blocks along the last dim (rows) and along dim 0 (the transposed orientation of
 the backward pass); torchao's reference quantizer, when installed, on the same tensor in the
 same process. The step time is one forward + backward + AdamW step of the model of `--config` on
-random tokens. No GPU figures: the device kernels do not exist yet (`"gpu": null`). Prints one
-JSON object on its last line.
+random tokens. With CUDA, `"gpu"` holds the Triton kernel's quantize bandwidth in both
+orientations (float32 and bfloat16 inputs, `--gpu-rows` × `--gpu-cols`), as GB/s and as a fraction
+of `--peak-tb-s` (the H200's 4.8 TB/s by default), next to torchao's `to_mx` on the same tensor;
+without CUDA it is null. Prints one JSON object on its last line.
 
     .venv/bin/python benchmarks/mx.py [--rows 4096] [--cols 4096] [--config configs/sft_tiny.toml]
 """
@@ -84,6 +86,57 @@ def quantize_throughput(args: argparse.Namespace) -> dict:
     return results
 
 
+def cuda_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median device time of `fn` (after a warm-up call that also compiles the kernel)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def gpu_quantize_bandwidth(args: argparse.Namespace) -> dict | None:
+    """GB/s and share of peak memory bandwidth of the Triton kernel (and torchao) on CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    from overture.mx.triton_quantize import available, quantize_mx_triton
+
+    if not available():
+        return None
+    results: dict[str, dict] = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(args.gpu_rows, args.gpu_cols, device="cuda").to(dtype)
+        moved = bytes_moved(x)
+        for scaling in ("floor", "rceil"):
+            candidates = {
+                "overture_rows": lambda x=x, s=scaling: quantize_mx_triton(x, -1, scaling=s),
+                "overture_dim0": lambda x=x, s=scaling: quantize_mx_triton(x, 0, scaling=s),
+            }
+            reference = torchao_quantizer(scaling)
+            if reference is not None:
+                candidates["torchao_to_mx"] = lambda x=x, q=reference: q(x)
+            entry = {}
+            for name, fn in candidates.items():
+                gb_per_s = moved / cuda_seconds(fn, args.repeats * 4) / 1e9
+                entry[name] = {
+                    "gb_per_s": round(gb_per_s, 1),
+                    "share_of_peak": round(gb_per_s / (args.peak_tb_s * 1e3), 3),
+                }
+            results[f"{str(dtype).removeprefix('torch.')}_{scaling}"] = entry
+    return {
+        "device": torch.cuda.get_device_name(),
+        "shape": [args.gpu_rows, args.gpu_cols],
+        "peak_tb_s": args.peak_tb_s,
+        "quantize": results,
+    }
+
+
 def step_seconds(args: argparse.Namespace, precision: str) -> float:
     """Median forward + backward + AdamW step of the config's model with GEMMs in `precision`."""
     config = load_config(args.config, [f"model.precision={precision}"])
@@ -110,6 +163,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--gpu-rows", type=int, default=16384)
+    parser.add_argument("--gpu-cols", type=int, default=16384)
+    parser.add_argument("--peak-tb-s", type=float, default=4.8, help="the GPU's memory bandwidth (H200: 4.8)")
     args = parser.parse_args()
     fp32, mxfp8 = step_seconds(args, "fp32"), step_seconds(args, "mxfp8")
     summary = {
@@ -126,7 +182,7 @@ def main() -> None:
             "mxfp8_emulated_seconds": round(mxfp8, 4),
             "mxfp8_over_fp32": round(mxfp8 / fp32, 2),
         },
-        "gpu": None,
+        "gpu": gpu_quantize_bandwidth(args),
     }
     print(json.dumps(summary))
 

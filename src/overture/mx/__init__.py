@@ -6,8 +6,11 @@
 - `linear` and `grouped_linear`, autograd ops whose forward and backward GEMMs each round their
   operands along the dimension they contract: `ops.py`.
 
-The GEMMs run emulated (quantize → dequantize → float32 matmul) on every device today; a GPU
-kernel slots in behind `gemm.contract` / the two ops without changing their signatures.
+- `triton_quantize.quantize_mx_triton`: the same quantization as one Triton kernel (blocks along
+  any dim, one pass), which `quantize_mx` / `quantize_mx_dim` use for CUDA tensors.
+
+The GEMMs run emulated (quantize → dequantize → float32 matmul) on every device today; an FP8
+GEMM kernel slots in behind `gemm.contract` / the two ops without changing their signatures.
 """
 
 from overture.mx.formats import (

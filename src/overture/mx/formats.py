@@ -77,7 +77,8 @@ def element_format(elem_dtype: torch.dtype) -> ElementFormat:
     return ELEMENT_FORMATS[elem_dtype]
 
 
-def _check_input(x: torch.Tensor, block_size: int, scaling: str) -> None:
+def check_quantize_input(x: torch.Tensor, block_size: int, scaling: str) -> None:
+    """A ValueError naming what is wrong with the input, block size or scale rule."""
     if x.dtype not in _SUPPORTED_INPUTS:
         raise ValueError(f"quantize_mx: input dtype {x.dtype} (expected float32, bfloat16 or float16)")
     if block_size <= 0:
@@ -139,9 +140,14 @@ def quantize_mx(
     scaling: Scaling = "floor",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(qdata, scale): `x` in blocks of `block_size` along its last dim, elements in `elem_dtype`
-    (qdata has x's shape) and one `torch.float8_e8m0fnu` scale per block (shape[-1] // block_size)."""
-    _check_input(x, block_size, scaling)
+    (qdata has x's shape) and one `torch.float8_e8m0fnu` scale per block (shape[-1] // block_size).
+    CUDA tensors go to the Triton kernel (`triton_quantize`) when it is installed: same bits."""
+    check_quantize_input(x, block_size, scaling)
     fmt = element_format(elem_dtype)
+    if _on_kernel(x, block_size, elem_dtype):
+        from overture.mx.triton_quantize import quantize_mx_triton
+
+        return quantize_mx_triton(x, -1, block_size, elem_dtype, scaling)
     blocks = x.float().reshape(*x.shape[:-1], x.shape[-1] // block_size, block_size)
     amax = blocks.abs().amax(-1, keepdim=True)
     byte = _floor_scale_byte(amax, fmt) if scaling == "floor" else _rceil_scale_byte(amax, fmt)
@@ -150,6 +156,15 @@ def quantize_mx(
     elements = scaled.clamp(-fmt.max_value, fmt.max_value).to(elem_dtype)
     scale = byte.squeeze(-1).to(torch.uint8).view(torch.float8_e8m0fnu)
     return elements.reshape(x.shape), scale
+
+
+def _on_kernel(x: torch.Tensor, block_size: int, elem_dtype: torch.dtype) -> bool:
+    """Whether `x` is quantized by the Triton kernel: a CUDA tensor, Triton installed, settings it takes."""
+    if not x.is_cuda:
+        return False
+    from overture.mx import triton_quantize
+
+    return triton_quantize.available() and triton_quantize.supports(block_size, elem_dtype)
 
 
 def dequantize_mx(
@@ -175,7 +190,12 @@ def quantize_mx_dim(
     scaling: Scaling = "floor",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`quantize_mx` with blocks along `dim`: qdata has x's shape, scale has x's shape with
-    `dim` divided by `block_size` (both in x's layout)."""
+    `dim` divided by `block_size` (both in x's layout). On the Triton kernel (CUDA), one pass over
+    `x` whatever `dim` is; otherwise the torch implementation on a moved view."""
+    if _on_kernel(x, block_size, elem_dtype):
+        from overture.mx.triton_quantize import quantize_mx_triton
+
+        return quantize_mx_triton(x, dim, block_size, elem_dtype, scaling)
     qdata, scale = quantize_mx(x.movedim(dim, -1), block_size, elem_dtype, scaling)
     return qdata.movedim(-1, dim), scale.movedim(-1, dim)
 

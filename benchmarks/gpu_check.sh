@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The GPU checks in one run, at most 8 minutes on one GPU: the `gpu` tests (the Triton MX
+# quantization kernel against the CPU quantizer, quantize_mx and the MXFP8 ops dispatching to
+# it), then benchmarks/mx.py, whose "gpu" entry holds the kernel's bandwidth as a share of peak.
+#
+#   benchmarks/gpu_check.sh            # with .venv/bin/python when there is one, else python3
+#   PYTHON=/path/to/python benchmarks/gpu_check.sh
+#
+# The interpreter needs a CUDA build of torch (Triton ships with it), pytest, and the project's
+# dependencies; the project itself is taken from src/ so it needs no install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${PYTHON:-}" ]; then
+	if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+"$PYTHON" - <<'PY'
+import torch
+assert torch.cuda.is_available(), "no CUDA device: nothing to check"
+print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+PY
+timeout 300 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_mx_triton.py
+timeout 180 "$PYTHON" benchmarks/mx.py --rows 2048 --cols 2048 --steps 3 --repeats 3
