@@ -62,6 +62,7 @@ bench: deps
 	$(PY) benchmarks/mx_parity.py
 	$(PY) benchmarks/tasks.py
 	$(PY) benchmarks/async_vs_sync.py
+	$(PY) benchmarks/distributed.py
 
 lint: deps
 	$(VENV)/bin/ruff check .
