@@ -35,13 +35,14 @@ from overture.distributed import (
     parallelize,
     spawn,
 )
+from overture.distributed.comm_counter import count_remote_slots
 from overture.distributed.comm_model import (
     all_to_all_bytes,
     fsdp_bytes,
     step_scalar_bytes,
     uniform_remote_slots,
 )
-from overture.model import Router, Transformer
+from overture.model import Transformer
 
 REPO = Path(__file__).resolve().parents[1]
 LAYOUTS = {
@@ -51,19 +52,6 @@ LAYOUTS = {
     "ep4": ParallelConfig(nproc=4, ep=4),
     "hsdp_2x2_ep2": ParallelConfig(nproc=4, dp_replicate=2, dp_shard=2, ep=2),
 }
-
-
-def count_remote_slots(model: Transformer, ep_rank: int, local_experts: int) -> list[int]:
-    """A running count of routing slots whose expert lives on another ep rank."""
-    remote = [0]
-
-    def count(_router, _inputs, route) -> None:
-        remote[0] += int((route.indices // local_experts != ep_rank).sum())
-
-    for module in model.modules():
-        if isinstance(module, Router):
-            module.register_forward_hook(count)
-    return remote
 
 
 def worker(model_config: ModelConfig, parallel: ParallelConfig, batches: torch.Tensor) -> dict:

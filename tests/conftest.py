@@ -63,3 +63,19 @@ def smoke_run(smoke_runs_dir) -> tuple[Path, dict]:
     result = CliRunner().invoke(app, ["train", str(SMOKE_CONFIG), "--set", f"output_dir={smoke_runs_dir}"])
     assert result.exit_code == 0, result.output
     return smoke_runs_dir / "smoke", json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tmp_path_factory) -> Path:
+    """A random tiny Qwen3-MoE saved with the project tokenizer (the orchestrator tests' policy)."""
+    from orchestrator_helpers import save_tiny_policy
+
+    from overture.text import train_default_tokenizer
+
+    return save_tiny_policy(tmp_path_factory.mktemp("tiny_policy"), train_default_tokenizer())
+
+
+@pytest.fixture(scope="session")
+def numbers_tasks(numbers_task_set):
+    """The tasks of `numbers_task_set`."""
+    return numbers_task_set[1]

@@ -29,8 +29,9 @@ from overture.distributed import (
     save_checkpoint,
     spawn,
 )
+from overture.distributed.comm_counter import count_remote_slots
 from overture.distributed.comm_model import all_to_all_bytes, fsdp_bytes, step_scalar_bytes
-from overture.model import Router, Transformer, load_pretrained
+from overture.model import Transformer, load_pretrained
 
 # The [model] of configs/smoke.toml, shrunk in vocabulary; a dense layer and a MoE layer.
 MODEL = ModelConfig(
@@ -89,25 +90,12 @@ def clone_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 # --- what every spawned rank runs -------------------------------------------------------------
 
 
-def _remote_slot_counter(model: Transformer, ep_rank: int, local_experts: int) -> list[int]:
-    """Counts routing slots sent to experts of other ep ranks, by a forward hook on each router."""
-    remote = [0]
-
-    def count(_router, _inputs, route) -> None:
-        remote[0] += int((route.indices // local_experts != ep_rank).sum())
-
-    for module in model.modules():
-        if isinstance(module, Router):
-            module.register_forward_hook(count)
-    return remote
-
-
 def train_worker(parallel: ParallelConfig, batches: torch.Tensor, checkpoint: str | None) -> dict:
     meshes = build_meshes(parallel)
     torch.manual_seed(SEED)
     model = parallelize(Transformer(MODEL), meshes)
     optimizer = make_optimizer(model)
-    remote = _remote_slot_counter(model, meshes.ep_rank, MODEL.num_experts // parallel.ep)
+    remote = count_remote_slots(model, meshes.ep_rank, MODEL.num_experts // parallel.ep)
     losses, norms, counter = [], [], CollectiveCounter()
     for step, batch in enumerate(batches, 1):
         if step == 1:

@@ -5,22 +5,11 @@ partial rollouts that are aborted and resumed, sandbox deaths, and configuration
 from __future__ import annotations
 
 import pytest
-from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator, save_tiny_policy
+from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator
 
 from overture.agent import Trajectory
 from overture.rl.orchestrator import StepReport, check_config
 from overture.rl.rollout_groups import TaskQueue, admissible, policy_versions, staleness
-from overture.text import train_default_tokenizer
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_tiny_policy(tmp_path_factory.mktemp("tiny_policy"), train_default_tokenizer())
-
-
-@pytest.fixture(scope="module")
-def tasks(numbers_task_set):
-    return numbers_task_set[1]
 
 
 def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups: int) -> None:
@@ -36,9 +25,9 @@ def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups
         assert all(t.status in ("finished", "truncated", "failed") for t in report.trajectories)
 
 
-def test_sync_mode_trains_on_fresh_rollouts_only(checkpoint, tasks):
+def test_sync_mode_trains_on_fresh_rollouts_only(tiny_policy, numbers_tasks):
     config = run_config(staleness=0, overprovision=1.0)
-    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=2)
+    reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=2)
     assert [r.step for r in reports] == [1, 2] and [r.version for r in reports] == [1, 2]
     assert engine_version == 2
     for report in reports:
@@ -52,9 +41,9 @@ def test_sync_mode_trains_on_fresh_rollouts_only(checkpoint, tasks):
     assert_whole_groups(reports, 2, 2)
 
 
-def test_async_mode_generates_during_training_within_the_staleness_bound(checkpoint, tasks):
+def test_async_mode_generates_during_training_within_the_staleness_bound(tiny_policy, numbers_tasks):
     config = run_config(staleness=1, overprovision=1.0)
-    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=3)
+    reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=3)
     assert engine_version == 3
     lags = [lag for report in reports for lag in report.staleness]
     assert max(lags) == 1  # never beyond eta, and reached: rollouts ran under the old weights
@@ -66,12 +55,12 @@ def test_async_mode_generates_during_training_within_the_staleness_bound(checkpo
     assert_whole_groups(reports, 2, 2)
 
 
-def test_partial_rollouts_are_aborted_resumed_and_keep_each_tokens_version(checkpoint, tasks):
+def test_partial_rollouts_are_aborted_resumed_and_keep_each_tokens_version(tiny_policy, numbers_tasks):
     config = run_config(staleness=1, overprovision=2.0)
     # Two sequences at a time: episodes end in waves, so some are mid-turn when B groups are done.
     config.engine.max_batch_size = 2
     config.agent.max_new_tokens = 24
-    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=3)
+    reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=3)
     assert engine_version == 3
     assert sum(r.episodes_aborted for r in reports) > 0 and sum(r.episodes_resumed for r in reports) > 0
     spanning = [
@@ -88,7 +77,7 @@ def test_partial_rollouts_are_aborted_resumed_and_keep_each_tokens_version(check
     assert_whole_groups(reports, 2, 2)
 
 
-def test_an_episode_whose_sandbox_dies_is_retried_once_in_a_fresh_sandbox(checkpoint, tasks):
+def test_an_episode_whose_sandbox_dies_is_retried_once_in_a_fresh_sandbox(tiny_policy, numbers_tasks):
     config = run_config(batch_groups=1)
     killers: list[SandboxKillingPolicy] = []
 
@@ -96,17 +85,21 @@ def test_an_episode_whose_sandbox_dies_is_retried_once_in_a_fresh_sandbox(checkp
         killers.append(SandboxKillingPolicy(policy, kills=1))
         return killers[0]
 
-    (report,), _ = run_orchestrator(checkpoint, tasks, config, steps=1, wrap_policy=wrap)
+    (report,), _ = run_orchestrator(tiny_policy, numbers_tasks, config, steps=1, wrap_policy=wrap)
     killed = len(killers[0].killed)
     assert killed >= 1
     assert report.episodes_retried == killed and report.episodes_failed == 0
     assert all(t.status != "failed" for t in report.trajectories)
 
 
-def test_an_episode_whose_sandbox_dies_twice_is_kept_as_failed_with_reward_zero(checkpoint, tasks):
+def test_an_episode_whose_sandbox_dies_twice_is_kept_as_failed_with_reward_zero(tiny_policy, numbers_tasks):
     config = run_config(batch_groups=1)
     (report,), _ = run_orchestrator(
-        checkpoint, tasks, config, steps=1, wrap_policy=lambda policy: SandboxKillingPolicy(policy, kills=99)
+        tiny_policy,
+        numbers_tasks,
+        config,
+        steps=1,
+        wrap_policy=lambda policy: SandboxKillingPolicy(policy, kills=99),
     )
     assert report.episodes_retried == report.episodes_failed == 2
     for trajectory in report.trajectories:
@@ -115,17 +108,17 @@ def test_an_episode_whose_sandbox_dies_twice_is_kept_as_failed_with_reward_zero(
     assert_whole_groups([report], 2, 1)
 
 
-def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(checkpoint, tasks):
+def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(tiny_policy, numbers_tasks):
     # A random model resolves nothing: every group's rewards are equal, so every group is dropped.
     config = run_config(batch_groups=1, drop_zero_signal_groups=True)
-    reports, engine_version = run_orchestrator(checkpoint, tasks, config, steps=2)
+    reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=2)
     assert engine_version == 0 and [r.version for r in reports] == [0, 0]
     assert all(r.train_metrics["skipped"] == 1.0 for r in reports)
     assert all(r.staleness == {0: 2} for r in reports)  # sync: the next groups waited for the batch
 
 
-def test_bad_configurations_name_the_key(tasks):
-    train = [task for task in tasks if task.split == "train"]
+def test_bad_configurations_name_the_key(numbers_tasks):
+    train = [task for task in numbers_tasks if task.split == "train"]
     config = run_config(batch_groups=len(train), overprovision=2.0, staleness=1)
     with pytest.raises(ValueError, match=r"train tasks.*rl\.batch_groups"):
         check_config(config, train)
@@ -155,15 +148,17 @@ def test_admission_rule_bounds_the_oldest_policy_token_of_every_trajectory():
     assert policy_versions(resumed) == [3, 3, 4, 4]
 
 
-def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(tasks):
+def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(numbers_tasks):
     def order(seed: int) -> list[str]:
-        queue = TaskQueue(tasks, seed)
-        return [queue.next().instance_id for _ in range(2 * len(tasks))]
+        queue = TaskQueue(numbers_tasks, seed)
+        return [queue.next().instance_id for _ in range(2 * len(numbers_tasks))]
 
     assert order(7) == order(7)  # the seed decides the order
-    ids = sorted(t.instance_id for t in tasks)
-    assert sorted(order(7)[: len(tasks)]) == ids == sorted(order(7)[len(tasks) :])  # each once per pass
-    queue = TaskQueue(tasks, seed=7)
+    ids = sorted(t.instance_id for t in numbers_tasks)
+    assert (
+        sorted(order(7)[: len(numbers_tasks)]) == ids == sorted(order(7)[len(numbers_tasks) :])
+    )  # each once per pass
+    queue = TaskQueue(numbers_tasks, seed=7)
     taken = [queue.next() for _ in range(3)]
     queue.requeue(taken[1])
     assert queue.next() is taken[1]

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import torch
-from orchestrator_helpers import run_config, save_tiny_policy
+from orchestrator_helpers import run_config
 
 from overture.config import EngineConfig, RuntimeConfig
 from overture.distributed.ray_engine import start_engine_actor
@@ -18,7 +18,7 @@ from overture.model import load_pretrained
 from overture.rl.orchestrator import Orchestrator, StepReport
 from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.rollout_groups import policy_versions
-from overture.text import Tokenizer, train_default_tokenizer
+from overture.text import Tokenizer
 
 CPU = RuntimeConfig(device="cpu")
 ENGINE = EngineConfig(max_batch_size=4)
@@ -30,19 +30,9 @@ def ray():
         yield module
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_tiny_policy(tmp_path_factory.mktemp("tiny_policy"), train_default_tokenizer())
-
-
-@pytest.fixture(scope="module")
-def tasks(numbers_task_set):
-    return numbers_task_set[1]
-
-
-def trained_weights(checkpoint) -> dict[str, torch.Tensor]:
+def trained_weights(tiny_policy) -> dict[str, torch.Tensor]:
     """Weights other than the checkpoint's, as a trainer would export them."""
-    return {name: tensor * 1.5 for name, tensor in load_pretrained(checkpoint).state_dict().items()}
+    return {name: tensor * 1.5 for name, tensor in load_pretrained(tiny_policy).state_dict().items()}
 
 
 async def wait_until_running(engine) -> None:
@@ -51,13 +41,13 @@ async def wait_until_running(engine) -> None:
 
 
 def test_a_killed_engine_actor_comes_back_with_the_newest_weights_and_cut_requests_are_sent_again(
-    ray, checkpoint
+    ray, tiny_policy
 ):
-    weights = trained_weights(checkpoint)
+    weights = trained_weights(tiny_policy)
     prompt = [5, 6, 7, 8]
 
     async def main():
-        engine = start_engine_actor(checkpoint, ENGINE, CPU, version=0)
+        engine = start_engine_actor(tiny_policy, ENGINE, CPU, version=0)
         try:
             await engine.update_weights(weights, 3)
             before = await engine.actor.describe.remote()
@@ -79,7 +69,7 @@ def test_a_killed_engine_actor_comes_back_with_the_newest_weights_and_cut_reques
     assert generation.finish_reason == "length" and len(generation.token_ids) == 300
     assert set(generation.versions) == {3}
     # The restarted engine serves the updated weights, not the checkpoint it was built from.
-    local = Engine.from_pretrained(checkpoint, config=ENGINE)
+    local = Engine.from_pretrained(tiny_policy, config=ENGINE)
     try:
         local.update_weights(weights, 3)
         [expected] = local.generate([prompt], max_new_tokens=300, temperature=0.0)
@@ -88,9 +78,9 @@ def test_a_killed_engine_actor_comes_back_with_the_newest_weights_and_cut_reques
     assert generation.token_ids == again.token_ids == expected.token_ids
 
 
-def test_aborts_reach_the_engine_actor_before_or_during_their_request(ray, checkpoint):
+def test_aborts_reach_the_engine_actor_before_or_during_their_request(ray, tiny_policy):
     async def main():
-        engine = start_engine_actor(checkpoint, ENGINE, CPU, version=2)
+        engine = start_engine_actor(tiny_policy, ENGINE, CPU, version=2)
         try:
             policy = engine.policy()
             early = policy.generate([5, 6, 7], 50)
@@ -99,7 +89,14 @@ def test_aborts_reach_the_engine_actor_before_or_during_their_request(ray, check
             running = asyncio.ensure_future(cut)
             await wait_until_running(engine)
             cut.abort()
-            return await early, await running, await engine.actor.stats.remote()
+            results = await early, await running
+            # Nothing is left behind (stats are read without a lock: give the step thread a moment).
+            for _ in range(200):
+                stats = await engine.actor.stats.remote()
+                if stats["running"] == stats["waiting"] == 0:
+                    break
+                await asyncio.sleep(0.01)
+            return (*results, stats)
         finally:
             await engine.close()
 
@@ -109,22 +106,24 @@ def test_aborts_reach_the_engine_actor_before_or_during_their_request(ray, check
     assert stats["running"] == stats["waiting"] == 0
 
 
-def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(ray, checkpoint, tasks):
+def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(
+    ray, tiny_policy, numbers_tasks
+):
     config = run_config(staleness=1, overprovision=2.0)
     # Two sequences at a time: episodes end in waves, so some are mid-turn when B groups are done.
     config.engine.max_batch_size = 2
     config.agent.max_new_tokens = 24
     config.runtime.device = "cpu"
-    tokenizer = Tokenizer.from_dir(checkpoint)
+    tokenizer = Tokenizer.from_dir(tiny_policy)
 
     async def main() -> tuple[list[StepReport], dict]:
-        async with ray_rl_runtime(config, checkpoint, tokenizer) as actors:
+        async with ray_rl_runtime(config, tiny_policy, tokenizer) as actors:
 
             def on_step(report: StepReport) -> None:
                 if report.step == 1:  # episodes are generating again: the engine dies under them
                     ray.kill(actors.engine.actor, no_restart=False)
 
-            orchestrator = Orchestrator(config, tasks, actors.engine, actors.trainer, actors.rollouts)
+            orchestrator = Orchestrator(config, numbers_tasks, actors.engine, actors.trainer, actors.rollouts)
             reports = await asyncio.wait_for(orchestrator.run(3, on_step), 240)
             return reports, await actors.engine.actor.describe.remote()
 

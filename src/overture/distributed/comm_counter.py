@@ -8,7 +8,8 @@ time, as FSDP2 does, are counted; nothing else changes.
 
 Per call it records the payload and the bytes this rank sends over the wire, with the usual
 costs: all-gather and reduce-scatter send (n-1)/n of the full tensor (ring), all-reduce twice
-that, all-to-all every block not addressed to this rank itself.
+that, all-to-all every block not addressed to this rank itself. `count_remote_slots` counts
+what expert parallelism's all-to-all carries: routing slots whose expert is on another rank.
 """
 
 from __future__ import annotations
@@ -124,3 +125,19 @@ def _measure(name: str, size: int, args: tuple[Any, ...], kwargs: dict[str, Any]
     own = dist.get_rank(kwargs.get("group"))
     sent = sum(rows for peer, rows in enumerate(splits) if peer != own) * row_bytes
     return _nbytes(source), sent
+
+
+def count_remote_slots(model: torch.nn.Module, ep_rank: int, local_experts: int) -> list[int]:
+    """A running count (`[n]`, updated in place) of the routing slots `model`'s routers send to
+    experts held by other ep ranks, by a forward hook on each router."""
+    from overture.model import Router
+
+    remote = [0]
+
+    def count(_router, _inputs, route) -> None:
+        remote[0] += int((route.indices // local_experts != ep_rank).sum())
+
+    for module in model.modules():
+        if isinstance(module, Router):
+            module.register_forward_hook(count)
+    return remote
