@@ -1,6 +1,6 @@
 """The RL run on a real local Ray cluster: the engine actor across the death of its process,
-aborts across processes, and the orchestrator driving trainer, engine and rollout-worker actors
-in async+partial mode while the engine actor is killed."""
+aborts across processes, and the orchestrator driving trainer, engine and two rollout-worker
+actors in async+partial mode while the engine actor is killed."""
 
 from __future__ import annotations
 
@@ -114,6 +114,7 @@ def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(
     config.engine.max_batch_size = 2
     config.agent.max_new_tokens = 24
     config.runtime.device = "cpu"
+    config.runtime.rollout_workers = 2  # groups spread over two workers, each with its own sandboxes
     tokenizer = Tokenizer.from_dir(tiny_policy)
 
     async def main() -> tuple[list[StepReport], dict]:
