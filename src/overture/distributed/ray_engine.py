@@ -13,8 +13,9 @@
   and their versions untouched; the tokens of the lost turn died with the process.
 
 Aborts may reach the actor before the request they name (Ray does not order an async actor's
-calls): the actor remembers such keys, and a request that arrives already aborted returns an
-empty partial completion at once.
+calls): the actor remembers such keys (the newest `EARLY_ABORTS_KEPT`, as an abort that comes
+after its request has finished is remembered too), and a request that arrives already aborted
+returns an empty partial completion at once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import contextlib
 import itertools
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from overture.model.devices import resolve_device
 
 # Seconds between tries while a dead engine actor is being restarted.
 RETRY_DELAY_S = 0.5
+EARLY_ABORTS_KEPT = 4096
 
 
 class WeightsKeeper:
@@ -78,7 +81,7 @@ class EngineActor:
         self.keeper = import_ray().get_actor(keeper_name)
         self.incarnation = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._requests: dict[str, Any] = {}
-        self._aborted_early: set[str] = set()
+        self._aborted_early: OrderedDict[str, None] = OrderedDict()
         self._weights_fetched = False
         self._fetching = asyncio.Lock()
 
@@ -108,7 +111,7 @@ class EngineActor:
         """One request to its end (or its abort): the completion's aligned lists and finish reason."""
         await self._serve_kept_weights()
         if key in self._aborted_early:
-            self._aborted_early.discard(key)
+            del self._aborted_early[key]
             return {"token_ids": [], "logprobs": [], "versions": [], "finish_reason": "abort"}
         budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
         handle = self.engine.submit(prompt_ids, max_new_tokens=budget, **sampling)
@@ -127,7 +130,9 @@ class EngineActor:
     async def abort(self, key: str) -> None:
         handle = self._requests.get(key)
         if handle is None:
-            self._aborted_early.add(key)
+            self._aborted_early[key] = None
+            if len(self._aborted_early) > EARLY_ABORTS_KEPT:
+                self._aborted_early.popitem(last=False)
             return
         await asyncio.to_thread(handle.abort)  # returns within one decode step
 
@@ -157,11 +162,7 @@ def start_engine_actor(
     ray = import_ray()
     keeper_name = f"overture-weights-{uuid.uuid4().hex}"
     keeper = ray.remote(WeightsKeeper).options(**ACTOR_OPTIONS, name=keeper_name).remote()
-    if weights is not None:
-        ref = weights if isinstance(weights, ray.ObjectRef) else ray.put(dict(weights))
-        ray.get(keeper.put.remote([ref], version))
-    else:
-        ray.get(keeper.put.remote([], version))
+    ray.get(keeper.put.remote([] if weights is None else [object_ref(weights)], version))
     actor = (
         ray.remote(EngineActor)
         .options(**ACTOR_OPTIONS, max_restarts=-1, max_task_retries=0)
@@ -187,8 +188,7 @@ class RemoteEngine:
 
     async def update_weights(self, weights: Any, version: int) -> None:
         """`weights`: an object reference (the trainer's export) or a state dict."""
-        ray = import_ray()
-        ref = weights if isinstance(weights, ray.ObjectRef) else ray.put(dict(weights))
+        ref = object_ref(weights)
         await self.keeper.put.remote([ref], version)  # first: a restart from now on serves them
         self._version = await _call_through_restarts(lambda: self.actor.update_weights.remote(ref, version))
 
@@ -248,6 +248,12 @@ class RemoteEnginePolicy:
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> RemoteRequest:
         return RemoteRequest(self, list(prompt_ids), max_new_tokens)
+
+
+def object_ref(weights: Any) -> Any:
+    """`weights` as a Ray object reference (a state dict is put in the object store once)."""
+    ray = import_ray()
+    return weights if isinstance(weights, ray.ObjectRef) else ray.put(dict(weights))
 
 
 async def _call_through_restarts(call: Any, tries: int = 20) -> Any:
