@@ -41,7 +41,10 @@ def pretrain(
     set_: Overrides = None,
     overwrite: Overwrite = False,
 ) -> None:
-    """Language-model warm-up of the policy on the corpus overture ships (the demo until RL lands)."""
+    """Language-model warm-up of the policy on the corpus overture ships (the demo until RL lands).
+
+    `--set parallel.nproc=N` trains on N processes (as Ray actors with runtime.ray = true).
+    """
     from overture.rl.pretrain import pretrain as run_pretrain
 
     run_config = load_config(config, set_ or [])
@@ -61,7 +64,10 @@ def sft(
     overwrite: Overwrite = False,
     resume: Resume = False,
 ) -> None:
-    """Supervised warm start on demonstration conversations; prints a JSON summary."""
+    """Supervised warm start on demonstration conversations; prints a JSON summary.
+
+    `--set parallel.nproc=N` trains on N processes (as Ray actors with runtime.ray = true).
+    """
     from overture.rl.sft import sft as run_sft
 
     run_config = load_config(config, set_ or [])

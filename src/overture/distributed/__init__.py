@@ -2,7 +2,7 @@
 launching, sharded checkpoints and communication accounting.
 
     parallel = config.parallel                       # ParallelConfig: nproc, dp_replicate, dp_shard, ep
-    run_parallel(train, parallel, ...)               # one process, torchrun, or spawned locally
+    run_parallel(train, parallel, ..., runtime=...)  # one process, torchrun, spawned locally, or Ray
     # inside `train`, on every rank:
     meshes = meshes_for_run(parallel)                # None in one plain process
     model = Transformer(config.model)
@@ -17,6 +17,7 @@ from overture.distributed.checkpoint import (
     gather_model_state,
     gather_optimizer_state,
     load_model,
+    load_model_state,
     load_optimizer,
     load_optimizer_state,
     save_checkpoint,
@@ -25,13 +26,27 @@ from overture.distributed.checkpoint import (
 )
 from overture.distributed.comm_counter import CollectiveCounter
 from overture.distributed.expert_parallel import ExpertDispatch, all_to_all, shard_experts
-from overture.distributed.launch import LaunchError, ProcessEnv, free_port, run_parallel, spawn
+from overture.distributed.launch import (
+    LaunchError,
+    LineRelay,
+    ProcessEnv,
+    RemoteEcho,
+    free_port,
+    launches_processes,
+    ray_spawn,
+    run_parallel,
+    spawn,
+)
 from overture.distributed.lm_step import (
+    BatchSplitError,
     StepResult,
+    all_reduce_floats,
     clip_gradients,
     global_grad_norm,
     lm_train_step,
+    load_balancing_share,
     local_batch,
+    sum_router_loads,
 )
 from overture.distributed.meshes import (
     LayoutError,
@@ -43,14 +58,18 @@ from overture.distributed.meshes import (
 from overture.distributed.parallelize import parallelize
 
 __all__ = [
+    "BatchSplitError",
     "CollectiveCounter",
     "ExpertDispatch",
     "LaunchError",
     "LayoutError",
+    "LineRelay",
     "Meshes",
     "ProcessEnv",
+    "RemoteEcho",
     "ShardedCheckpointError",
     "StepResult",
+    "all_reduce_floats",
     "all_to_all",
     "build_meshes",
     "check_layout_fits_model",
@@ -59,17 +78,22 @@ __all__ = [
     "gather_model_state",
     "gather_optimizer_state",
     "global_grad_norm",
+    "launches_processes",
     "lm_train_step",
+    "load_balancing_share",
     "load_model",
+    "load_model_state",
     "load_optimizer",
     "load_optimizer_state",
     "local_batch",
     "meshes_for_run",
     "parallelize",
+    "ray_spawn",
     "run_parallel",
     "save_checkpoint",
     "save_model",
     "shard_experts",
     "spawn",
+    "sum_router_loads",
     "unsharded_model",
 ]

@@ -73,6 +73,28 @@ def gather_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: _gather(value, expert_split.get(name)) for name, value in model.state_dict().items()}
 
 
+def load_model_state(model: torch.nn.Module, full: dict[str, torch.Tensor], source: str = "state") -> None:
+    """Load a one-process `state_dict()` (e.g. `gather_model_state`'s) into a sharded or plain
+    model; each rank keeps its part (collective-free: every rank holds `full`)."""
+    ours = model.state_dict()
+    if full.keys() != ours.keys():
+        missing, unexpected = sorted(ours.keys() - full.keys()), sorted(full.keys() - ours.keys())
+        raise ShardedCheckpointError(
+            f"{source}: does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    expert_split = _expert_parallel_names(model)
+    for name, value in full.items():
+        if tuple(value.shape) != tuple(ours[name].shape) and name not in expert_split:
+            raise ShardedCheckpointError(
+                f"{source}: {name} has shape {tuple(value.shape)}, the model {tuple(ours[name].shape)}"
+            )
+    local = {
+        name: _shard(value.to(ours[name].dtype), ours[name], expert_split.get(name))
+        for name, value in full.items()
+    }
+    model.load_state_dict(local)
+
+
 def unsharded_model(model: Transformer) -> Transformer:
     """A plain one-process copy of a (possibly sharded) `Transformer` (collective)."""
     state = gather_model_state(model)

@@ -15,7 +15,9 @@ Equality with one process on the global batch comes from three choices:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -58,6 +60,23 @@ def _all_reduce_sum(tensor: torch.Tensor, meshes: Meshes | None) -> torch.Tensor
     if meshes is not None:
         dist.all_reduce(tensor, group=meshes.world_group)
     return tensor
+
+
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+def all_reduce_floats(
+    values: Sequence[float], meshes: Meshes | None, op: Literal["sum", "max", "min"] = "sum"
+) -> list[float]:
+    """`values` combined over every rank (one collective for the whole list; float64, so sums of
+    per-rank metrics keep their precision). In one plain process: `values` unchanged."""
+    if meshes is None or not values:
+        return list(values)
+    # NCCL reduces CUDA tensors only; gloo takes CPU ones.
+    device = "cuda" if meshes.dense.device_type == "cuda" else "cpu"
+    tensor = torch.tensor(list(values), dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=_REDUCE_OPS[op], group=meshes.world_group)
+    return tensor.cpu().tolist()
 
 
 def load_balancing_share(
@@ -132,7 +151,7 @@ def lm_train_step(
     lm_value = float(_all_reduce_sum(lm_share.detach().clone(), meshes))
     grad_norm = clip_gradients(model, grad_clip, meshes)
     optimizer.step()
-    _sum_router_loads(model, meshes)
+    sum_router_loads(model, meshes)
     model.update_balance_bias()
     return StepResult(
         loss=lm_value + coef * float(aux_value),
@@ -144,8 +163,10 @@ def lm_train_step(
 
 
 @torch.no_grad()
-def _sum_router_loads(model: Transformer, meshes: Meshes | None) -> None:
-    # The balance bias follows the load of the global batch, so every rank moves it alike.
+def sum_router_loads(model: Transformer, meshes: Meshes | None) -> None:
+    """Each router's expert load counted over every rank's tokens (call before
+    `update_balance_bias`): the bias follows the load of the global batch, so every rank moves
+    it alike and the replicated biases never diverge."""
     if meshes is None:
         return
     for router in model.moe_routers():

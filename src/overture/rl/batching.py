@@ -18,6 +18,10 @@ Two layouts:
 Rows no longer than the longest sample keep attention, which is quadratic in the row length
 (the mask is dense), no more expensive than for that sample alone. A sample longer than the
 budget gets a micro-batch of its own.
+
+Over several training processes each rank lays out only its share of the step's samples
+(`rank_shares`), and ranks with fewer micro-batches run `padding_micro_batch`es, which train
+nothing but keep every rank's collectives (FSDP gathers, expert all-to-alls) in step.
 """
 
 from __future__ import annotations
@@ -181,3 +185,26 @@ def build_micro_batches(
     rows = [_concatenate([parts[i] for i in row]) for row in pack_indices(lengths, row_tokens)]
     per_batch = max(1, token_budget // row_tokens)
     return [_collate(rows[i : i + per_batch], True) for i in range(0, len(rows), per_batch)]
+
+
+def rank_shares(lengths: Sequence[int], ranks: int) -> list[list[int]]:
+    """Sample indices for each of `ranks` data-parallel ranks, balanced by length: longest first,
+    each to the rank with the fewest positions so far (lowest rank on ties); ascending within a
+    rank. Every rank computes the same split from the same global list."""
+    loads = [0] * ranks
+    shares: list[list[int]] = [[] for _ in range(ranks)]
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        rank = min(range(ranks), key=lambda r: (loads[r], r))
+        shares[rank].append(index)
+        loads[rank] += lengths[index]
+    return [sorted(share) for share in shares]
+
+
+def sample_positions(sample: TrainingSample) -> int:
+    """Positions a sample contributes to a micro-batch (its length minus one)."""
+    return len(sample.token_ids) - 1
+
+
+def padding_micro_batch() -> MicroBatch:
+    """One padding position: no real token, nothing trained, zero weight."""
+    return _collate([{key: [pad] for key, pad in _PADDING.items()}], packed=False)

@@ -15,6 +15,12 @@ It is assembled in a hidden `.incomplete-step-...` directory and renamed into pl
 the marker is written and flushed, so a crash leaves either nothing or a temp directory the
 loader never looks at. The loader also re-checks the marker against the files and skips, with
 a log line, any checkpoint that does not match (a copy cut short, a file deleted).
+
+A sharded trainer (`Trainer.meshes`) saves the same directory: every rank takes part in
+gathering the whole model and the optimizer state (`overture.distributed`: AdamW's state by
+parameter index, as one process numbers it, plus the parameter names), rank 0 writes, and all
+ranks return once the checkpoint is in place. Such a checkpoint loads into one process, and a
+one-process checkpoint into any layout: each rank keeps its part of the whole files.
 """
 
 from __future__ import annotations
@@ -31,8 +37,15 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from overture.config import save_config
+from overture.distributed import (
+    gather_optimizer_state,
+    load_model_state,
+    load_optimizer_state,
+    save_model,
+)
 from overture.model import CheckpointError, load_pretrained, save_pretrained
 from overture.rl.trainer import Trainer
 
@@ -109,19 +122,61 @@ def save_checkpoint(
     extra: dict[str, Any] | None = None,
     keep: int | None = None,
 ) -> Path:
-    """Write the trainer's full state as `root/step-N` atomically; keep the newest `keep` ones."""
+    """Write the trainer's full state as `root/step-N` atomically; keep the newest `keep` ones.
+    Collective for a sharded trainer (every rank calls it; rank 0 writes)."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{trainer.step:08d}"
-    temp = root / f".incomplete-step-{trainer.step:08d}-{os.getpid()}"
+    if trainer.meshes is None:
+        _write_checkpoint(trainer, root, final, data_position, extra, keep, trainer.model, None)
+        return final
+    # Rank 0 makes the directory; the others must not gather into a path it has not chosen.
+    temp = _temp_directory(root, trainer.step) if dist.get_rank() == 0 else None
+    [temp] = _broadcast_from_rank0([temp])
+    save_model(trainer.model, temp / "model")
+    optimizer_state = gather_optimizer_state(trainer.optimizer, trainer.model)
+    if dist.get_rank() == 0:
+        _write_checkpoint(trainer, root, final, data_position, extra, keep, None, optimizer_state, temp)
+    dist.barrier()
+    return final
+
+
+def _broadcast_from_rank0(values: list[Any]) -> list[Any]:
+    """Rank 0's `values` on every rank (picklable objects)."""
+    dist.broadcast_object_list(values, src=0)
+    return values
+
+
+def _temp_directory(root: Path, step: int) -> Path:
+    """A fresh hidden directory under `root` to assemble the checkpoint of `step` in."""
+    root.mkdir(parents=True, exist_ok=True)
+    temp = root / f".incomplete-step-{step:08d}-{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir()
-    save_pretrained(trainer.model, temp / "model")
+    return temp
+
+
+def _write_checkpoint(
+    trainer: Trainer,
+    root: Path,
+    final: Path,
+    data_position: dict[str, Any] | None,
+    extra: dict[str, Any] | None,
+    keep: int | None,
+    model: torch.nn.Module | None,
+    optimizer_state: dict[str, Any] | None,
+    temp: Path | None = None,
+) -> None:
+    """Everything but what the caller already wrote into `temp` (the gathered model), then the
+    marker and the rename. `model`/`optimizer_state`: write the plain model / that state."""
+    temp = temp or _temp_directory(root, trainer.step)
+    if model is not None:
+        save_pretrained(model, temp / "model")
     if trainer.master:
         save_pretrained(trainer.master.module, temp / "master")
     if trainer.reference:
         save_pretrained(trainer.reference, temp / "reference")
-    torch.save(trainer.optimizer.state_dict(), temp / "optimizer.pt")
+    state_dict = trainer.optimizer.state_dict() if optimizer_state is None else optimizer_state
+    torch.save(state_dict, temp / "optimizer.pt")
     rng_tensors, rng_plain = _rng_states()
     torch.save(rng_tensors, temp / "rng.pt")
     state = {
@@ -150,7 +205,6 @@ def save_checkpoint(
         shutil.rmtree(replaced)
     if keep:
         prune_checkpoints(root, keep)
-    return final
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -204,29 +258,39 @@ def prune_checkpoints(root: str | Path, keep: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _copy_weights(source_dir: Path, target: torch.nn.Module) -> None:
+def _copy_weights(source_dir: Path, target: torch.nn.Module, sharded: bool = False) -> None:
     loaded = load_pretrained(source_dir, dtype=next(target.parameters()).dtype)
     try:
-        target.load_state_dict(loaded.state_dict())
-    except RuntimeError as exc:
+        if sharded:
+            load_model_state(target, loaded.state_dict(), source=str(source_dir))
+        else:
+            target.load_state_dict(loaded.state_dict())
+    except (RuntimeError, ValueError) as exc:
         raise TrainingCheckpointError(
             f"{source_dir}: weights do not fit the model being trained: {exc}"
         ) from None
 
 
 def load_checkpoint(trainer: Trainer, path: str | Path) -> RestoredState:
-    """Restore the trainer (weights, optimizer, counters, RNG) from a complete checkpoint."""
+    """Restore the trainer (weights, optimizer, counters, RNG) from a complete checkpoint, whatever
+    the layout that wrote it. For a sharded trainer every rank reads the whole files and keeps its
+    part (no collective)."""
     path = Path(path)
     problem = checkpoint_problem(path)
     if problem:
         raise TrainingCheckpointError(f"{path}: incomplete checkpoint: {problem}")
+    sharded = trainer.meshes is not None
     try:
-        _copy_weights(path / "model", trainer.model)
+        _copy_weights(path / "model", trainer.model, sharded)
         if trainer.master:
             _copy_weights(path / "master", trainer.master.module)
         if trainer.reference:
             _copy_weights(path / "reference", trainer.reference)
-        trainer.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        optimizer_state = torch.load(path / "optimizer.pt", weights_only=True)
+        if sharded:
+            load_optimizer_state(trainer.optimizer, trainer.model, optimizer_state, source=str(path))
+        else:
+            trainer.optimizer.load_state_dict(optimizer_state)
         state = json.loads((path / "state.json").read_text())
         _restore_rng(torch.load(path / "rng.pt", weights_only=True), state["rng"])
     except CheckpointError as exc:

@@ -4,6 +4,13 @@
 tokenizer (trained here or loaded), model (from scratch or from a checkpoint), AdamW with
 warmup and cosine decay, the router's auxiliary loss and balancing bias, held-out loss before
 and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample.
+
+With `parallel.nproc` > 1 it runs on that many processes (`run_parallel`; Ray actors when
+`runtime.ray` is set): every rank draws the same windows from the seed and trains on its rows
+of them; the loss is the sum of its tokens' cross-entropy over the global token count, and the
+router's auxiliary loss is computed from the loads of the whole batch
+(`overture.distributed.lm_step`), so each step equals one process's. Rank 0 writes the run
+directory, the gathered checkpoint and the sample.
 """
 
 from __future__ import annotations
@@ -14,15 +21,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
-from overture.config import RunConfig
+from overture.config import ConfigError, RunConfig
+from overture.distributed import (
+    Meshes,
+    all_reduce_floats,
+    launches_processes,
+    load_balancing_share,
+    local_batch,
+    meshes_for_run,
+    run_parallel,
+    unsharded_model,
+)
 from overture.engine import Engine
-from overture.model import Transformer, load_pretrained, save_pretrained
+from overture.model import CausalLMOutput, Transformer, load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.run_dir import RunDir
 from overture.rl.setup import build_model, load_tokenizer
-from overture.rl.trainer import Trainer
+from overture.rl.sft import prepare_run_dir, silent
+from overture.rl.trainer import Trainer, check_sharded_training
 from overture.text import Tokenizer, builtin_corpus_texts
 
 SAMPLE_PROMPT = "def "
@@ -88,65 +107,120 @@ def expert_load_cv(tokens_per_expert: torch.Tensor) -> float:
 
 
 def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], None] = print) -> dict:
-    """Train the policy as a language model on the shipped corpus; returns a summary dict."""
+    """Train the policy as a language model on the shipped corpus; returns a summary dict (rank
+    0's when `parallel.nproc` > 1)."""
+    prepared = False
+    if launches_processes(config.parallel):
+        check_sharded_training(config)
+        if config.training.batch_size % config.parallel.nproc:
+            raise ConfigError(
+                f"training.batch_size ({config.training.batch_size}) must be a multiple of "
+                f"parallel.nproc ({config.parallel.nproc}): every process trains on its rows of each batch"
+            )
+        prepare_run_dir(config, overwrite, resume=False)
+        overwrite, prepared = False, True
+    args = (config, overwrite, prepared)
+    return run_parallel(pretrain_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
+
+
+def _lm_loss(
+    out: CausalLMOutput, targets: torch.Tensor, model: Transformer, meshes: Meshes | None
+) -> tuple[torch.Tensor, float, float, torch.Tensor]:
+    """(loss to differentiate, global cross-entropy, global aux loss, tokens per expert) of a step."""
+    coef = model.config.router_aux_loss_coef
+    logits = out.logits.flatten(0, 1).float()
+    if meshes is None:
+        ce = F.cross_entropy(logits, targets.flatten())
+        return ce + coef * out.aux_loss, ce.item(), out.aux_loss.item(), out.tokens_per_expert
+    tokens = targets.numel() * meshes.world_size
+    ce_share = F.cross_entropy(logits, targets.flatten(), reduction="sum") / tokens
+    aux_share, aux_value = load_balancing_share(out.routes, model.config.num_experts, meshes)
+    loss = ce_share + coef * aux_share.to(ce_share.device)
+    (ce,) = all_reduce_floats([ce_share.item()], meshes)
+    loads = out.tokens_per_expert.clone()
+    dist.all_reduce(loads, group=meshes.world_group)
+    return loss, ce, float(aux_value), loads
+
+
+def pretrain_rank(
+    config: RunConfig, overwrite: bool, prepared: bool, echo: Callable[[str], None] = print
+) -> dict | None:
+    """`pretrain` on this process: the whole run, or this rank's part of a job (`prepared`: the
+    launcher made the run directory). Ranks other than 0 return None."""
     torch.manual_seed(config.seed)
     device = resolve_device(config.runtime)
-    run = RunDir(config, overwrite=overwrite)
+    meshes = meshes_for_run(config.parallel, device.type)
+    lead = meshes is None or meshes.rank == 0
+    run = RunDir(config, overwrite=overwrite, resume=prepared) if lead else None
+    if run is None:
+        echo = silent
     training = config.training
     started = time.time()
 
     tokenizer = load_tokenizer(config)
     data = corpus_tokens(tokenizer, builtin_corpus_texts())
     model = build_model(config, tokenizer, device)
+    where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
-        f"run {run.path}: {model.num_parameters():,} parameters ({model.num_parameters(active=True):,} "
-        f"active per token), {len(data.train):,} training tokens, vocab {tokenizer.vocab_size}, {device}"
+        f"run {Path(config.output_dir) / config.name}: {model.num_parameters():,} parameters "
+        f"({model.num_parameters(active=True):,} active per token), {len(data.train):,} training tokens, "
+        f"vocab {tokenizer.vocab_size}, {where}"
     )
-    trainer = Trainer(model, config, kl_reference=False)
+    parameters, active = model.num_parameters(), model.num_parameters(active=True)
+    trainer = Trainer(model, config, kl_reference=False, meshes=meshes)
     generator = torch.Generator().manual_seed(config.seed)
+    # Sharded, every rank evaluates all the windows: the same value everywhere, and every rank
+    # takes part in the forward's collectives as it must.
     initial_val = held_out_loss(model, data.val, training.seq_len, device)
-    run.log(0, val_loss=initial_val)
+    if run is not None:
+        run.log(0, val_loss=initial_val)
     echo(f"step     0  held-out loss {initial_val:.3f}")
 
     window_start, window_tokens = time.time(), 0
     for step in range(1, training.steps + 1):
         inputs, targets = random_windows(data.train, training.batch_size, training.seq_len, generator)
+        # Every rank drew the same windows; each trains on its own rows of them.
+        inputs, targets = local_batch(inputs, meshes), local_batch(targets, meshes)
         out = model(inputs.to(device))
-        ce = F.cross_entropy(out.logits.flatten(0, 1).float(), targets.to(device).flatten())
-        loss = ce + model.config.router_aux_loss_coef * out.aux_loss
+        loss, ce, aux, loads = _lm_loss(out, targets.to(device), model, meshes)
         loss.backward()
         update = trainer.optimizer_step()
-        window_tokens += inputs.numel()
+        window_tokens += inputs.numel() * (meshes.world_size if meshes else 1)
         if step % training.log_every == 0 or step == training.steps:
             elapsed = time.time() - window_start
             metrics = dict(
-                loss=ce.item(),
-                aux_loss=out.aux_loss.item(),
+                loss=ce,
+                aux_loss=aux,
                 lr=update["lr"],
                 grad_norm=update["grad_norm"],
                 tokens_per_s=window_tokens / elapsed,
-                expert_load_cv=expert_load_cv(out.tokens_per_expert),
+                expert_load_cv=expert_load_cv(loads),
             )
             if step == training.steps:
                 metrics["val_loss"] = held_out_loss(model, data.val, training.seq_len, device)
-            run.log(step, **metrics)
+            if run is not None:
+                run.log(step, **metrics)
             echo(
-                f"step {step:5d}  loss {ce.item():.3f}  aux {out.aux_loss.item():.3f}  "
+                f"step {step:5d}  loss {ce:.3f}  aux {aux:.3f}  "
                 f"load-cv {metrics['expert_load_cv']:.2f}  {metrics['tokens_per_s']:,.0f} tok/s"
             )
             window_start, window_tokens = time.time(), 0
 
     final_val = held_out_loss(model, data.val, training.seq_len, device)
-    checkpoint = run.checkpoints / "final"
-    save_pretrained(model, checkpoint)
+    checkpoint = Path(config.output_dir) / config.name / "checkpoints" / "final"
+    trainer.save_weights(checkpoint)
+    # The checks below read the whole model: rank 0 works on a gathered copy when sharded.
+    whole = unsharded_model(model).to(device) if meshes is not None else model
+    if run is None:
+        return None
     tokenizer.save(checkpoint)
-    reload_difference = _reload_difference(model, checkpoint, data.val[: training.seq_len][None].to(device))
-    sample = greedy_sample(model, tokenizer, SAMPLE_PROMPT, 48)
+    reload_difference = _reload_difference(whole, checkpoint, data.val[: training.seq_len][None].to(device))
+    sample = greedy_sample(whole, tokenizer, SAMPLE_PROMPT, 48)
     summary = {
         "run_dir": str(run.path),
         "checkpoint": str(checkpoint),
-        "parameters": model.num_parameters(),
-        "active_parameters": model.num_parameters(active=True),
+        "parameters": parameters,
+        "active_parameters": active,
         "steps": training.steps,
         "initial_val_loss": initial_val,
         "final_val_loss": final_val,

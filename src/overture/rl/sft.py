@@ -7,6 +7,12 @@ measured every `sft.eval_every` steps, the best weights so far are kept in
 improvement of at least `sft.min_delta`. Training checkpoints (`checkpoints.py`) hold the
 data position and the early-stopping state, so `--resume` continues exactly where a run
 stopped.
+
+With `parallel.nproc` > 1 the same function runs on every rank of a `run_parallel` job (local
+processes, torchrun, or Ray actors when `runtime.ray` is set): each rank builds the same model
+and data from the seed, the trainer shards the model and splits each batch, and the held-out
+losses it reports are those of the whole set, so every rank takes the same early-stopping
+decisions. Rank 0 alone writes the run directory and echoes progress (relayed to the caller).
 """
 
 from __future__ import annotations
@@ -17,15 +23,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from overture.config import RunConfig
+from overture.distributed import Meshes, launches_processes, meshes_for_run, run_parallel
 from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from overture.rl.demonstrations import demonstration_samples, read_demonstrations, synthetic_demonstrations
 from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import Trainer, check_sharded_training
 from overture.text import Tokenizer
 
 
@@ -101,9 +109,20 @@ def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[
     return demonstration_samples(tokenizer, records, config.training.seq_len, source)
 
 
-def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path) -> None:
+def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path, lead: bool = True) -> None:
     trainer.save_weights(path)
-    tokenizer.save(path)
+    if lead:
+        tokenizer.save(path)
+
+
+def silent(*_: object, **__: object) -> None:
+    """What ranks other than 0 do instead of echoing and logging."""
+
+
+def prepare_run_dir(config: RunConfig, overwrite: bool, resume: bool) -> None:
+    """Create (or check) the run directory here, before processes start, so that its errors (it
+    exists, ...) reach the caller as themselves; rank 0 then reopens it."""
+    RunDir(config, overwrite=overwrite, resume=resume).close()
 
 
 def sft(
@@ -116,20 +135,47 @@ def sft(
     """Run (or resume) supervised fine-tuning; returns a summary dict.
 
     `until_step` stops after that optimizer step with a checkpoint, as a preempted job would;
-    `resume` later continues from the newest complete checkpoint.
+    `resume` later continues from the newest complete checkpoint. With `parallel.nproc` > 1 the
+    training runs on that many processes (see the module docstring); the summary is rank 0's.
     """
+    prepared = False
+    if launches_processes(config.parallel):
+        check_sharded_training(config)
+        prepare_run_dir(config, overwrite, resume)
+        overwrite, prepared = False, True
+    args = (config, overwrite, resume, until_step, prepared)
+    return run_parallel(sft_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
+
+
+def sft_rank(
+    config: RunConfig,
+    overwrite: bool,
+    resume: bool,
+    until_step: int | None,
+    prepared: bool,
+    echo: Callable[[str], None] = print,
+) -> dict:
+    """`sft` on this process: the whole run in one process, or this rank's part of a job.
+    `prepared`: the launcher already made the run directory (rank 0 reopens it)."""
     torch.manual_seed(config.seed)
     device = resolve_device(config.runtime)
-    run = RunDir(config, overwrite=overwrite, resume=resume)
+    meshes = meshes_for_run(config.parallel, device.type)
+    lead = meshes is None or meshes.rank == 0
+    run = RunDir(config, overwrite=overwrite, resume=resume or prepared) if lead else None
+    _wait_for_rank0(meshes)
+    log, echo = (run.log, echo) if run is not None else (silent, silent)
+    # RunDir's layout (DESIGN.md decision 8); ranks other than 0 need its paths, not the object.
+    run_path = Path(config.output_dir) / config.name
+    checkpoints = run_path / "checkpoints"
     training, settings = config.training, config.sft
     started = time.time()
     tokenizer = load_tokenizer(config)
     train, held_out = split_held_out(load_demonstration_samples(config, tokenizer), settings.val_fraction)
-    trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False)
+    trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False, meshes=meshes)
     order = DataOrder(len(train), config.seed)
     stopping = EarlyStopping(settings.patience, settings.min_delta)
     initial_val = None
-    restored = latest_checkpoint(run.checkpoints) if resume else None
+    restored = latest_checkpoint(checkpoints) if resume else None
     if restored:
         state = load_checkpoint(trainer, restored)
         order = DataOrder(len(train), config.seed, **state.data_position)
@@ -138,15 +184,16 @@ def sft(
         echo(f"resumed from {restored} at step {trainer.step}")
     else:
         initial_val = trainer.lm_loss(held_out)
-        run.log(0, val_loss=initial_val)
+        log(0, val_loss=initial_val)
+    where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
-        f"sft {run.path}: {len(train)} demonstrations, {len(held_out)} held out, "
-        f"held-out loss {initial_val:.3f} at start, {device}"
+        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, "
+        f"held-out loss {initial_val:.3f} at start, {where}"
     )
 
     def checkpoint() -> Path:
         extra = {"early_stopping": asdict(stopping), "initial_val_loss": initial_val}
-        return save_checkpoint(trainer, run.checkpoints, order.position(), extra, training.keep_checkpoints)
+        return save_checkpoint(trainer, checkpoints, order.position(), extra, training.keep_checkpoints)
 
     last = min(training.steps, until_step) if until_step else training.steps
     while trainer.step < last and not stopping.should_stop:
@@ -156,24 +203,25 @@ def sft(
         if step % settings.eval_every == 0 or step == training.steps:
             metrics["val_loss"] = trainer.lm_loss(held_out)
             if stopping.update(metrics["val_loss"], step):
-                _save_best(trainer, tokenizer, run.checkpoints / "best")
+                _save_best(trainer, tokenizer, checkpoints / "best", lead)
         if step % training.log_every == 0 or "val_loss" in metrics:
-            run.log(step, **metrics)
+            log(step, **metrics)
             held = f"  held-out {metrics['val_loss']:.3f}" if "val_loss" in metrics else ""
             echo(f"step {step:5d}  loss {metrics['loss']:.3f}{held}  {metrics['tokens_per_s']:,.0f} tok/s")
         if training.checkpoint_every and step % training.checkpoint_every == 0:
             checkpoint()
     last_checkpoint = checkpoint()
     finished = trainer.step >= training.steps or stopping.should_stop
-    final = run.checkpoints / "final"
+    final = checkpoints / "final"
     if finished:
-        _save_best(trainer, tokenizer, final)
-    run.close()
+        _save_best(trainer, tokenizer, final, lead)
+    if run is not None:
+        run.close()
     summary = {
-        "run_dir": str(run.path),
+        "run_dir": str(run_path),
         "checkpoint": str(last_checkpoint),
         "final": str(final) if finished else None,
-        "best": str(run.checkpoints / "best") if stopping.best_step else None,
+        "best": str(checkpoints / "best") if stopping.best_step else None,
         "steps": trainer.step,
         "stopped_early": stopping.should_stop,
         "initial_val_loss": initial_val,
@@ -183,3 +231,10 @@ def sft(
     }
     echo(f"held-out loss {initial_val:.3f} -> best {stopping.best:.3f} at step {stopping.best_step}")
     return summary
+
+
+def _wait_for_rank0(meshes: Meshes | None) -> None:
+    # Rank 0 may be replacing the run directory (--overwrite under torchrun): the others must not
+    # look for checkpoints in it before it is done.
+    if meshes is not None:
+        dist.barrier()

@@ -14,6 +14,17 @@ bias, and the policy version (+1 per optimizer step). It offers
 
 Every step's samples go through `batching.py` micro-batches whose losses sum to the loss of
 the whole batch, so the micro-batch budget changes memory and speed, never the result.
+
+Over several processes (`meshes`, from `overture.distributed`), the model is sharded
+(`parallelize`: FSDP2, experts over ep) and every rank receives the same global list of
+samples. The aggregation weights come from that whole list, exactly as in one process; each
+rank then lays out only its share (`batching.rank_shares`), so the sum of the ranks' losses is
+the one-process loss and FSDP's summed gradients are its gradient. Gradient clipping uses the
+global norm, the router loads behind the balancing bias and every reported metric are combined
+over ranks (all ranks report the same numbers), and `export_weights` / `save_weights` gather
+the whole model. Every method is then collective: all ranks call it with the same samples.
+The router's auxiliary loss is the one thing that depends on the layout: it is computed per
+micro-batch, and the ranks' micro-batches are not one process's.
 """
 
 from __future__ import annotations
@@ -24,10 +35,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
-from overture.config import RunConfig
+from overture.config import ConfigError, RunConfig
+from overture.distributed import (
+    LayoutError,
+    Meshes,
+    all_reduce_floats,
+    check_layout_fits_model,
+    clip_gradients,
+    gather_model_state,
+    parallelize,
+    save_model,
+    sum_router_loads,
+)
 from overture.model import Transformer, save_pretrained
-from overture.rl.batching import PAD_SEQUENCE, MicroBatch, build_micro_batches
+from overture.rl.batching import (
+    PAD_SEQUENCE,
+    MicroBatch,
+    build_micro_batches,
+    padding_micro_batch,
+    rank_shares,
+    sample_positions,
+)
 from overture.rl.logprobs import token_entropy, token_logprobs
 from overture.rl.losses import (
     PolicyLossInputs,
@@ -40,23 +70,60 @@ from overture.rl.optim import MasterWeights, build_optimizer, learning_rate, set
 from overture.rl.samples import TrainingSample
 
 
+def check_sharded_training(config: RunConfig) -> None:
+    """Errors naming the keys when `config` asks for a layout the trainer cannot shard (checked by
+    the commands before they start any process)."""
+    if config.parallel.nproc == 1:
+        return
+    if config.training.dtype != "float32":
+        raise _float32_only(config.training.dtype, config.parallel.nproc)
+    try:
+        check_layout_fits_model(config.parallel, config.model)
+    except LayoutError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _float32_only(dtype: str, nproc: int) -> ConfigError:
+    # `MasterWeights` pairs a float32 copy with the model's own parameters one to one; it knows
+    # nothing of FSDP shards (FSDP2's mixed-precision policy would be the sharded way).
+    return ConfigError(
+        f"training.dtype = {dtype!r} with parallel.nproc = {nproc}: sharded training keeps float32 "
+        "weights for now; set training.dtype = 'float32'"
+    )
+
+
 class Trainer:
     """Optimizer state and the step/version counters of one policy being trained."""
 
-    def __init__(self, model: Transformer, config: RunConfig, kl_reference: bool | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        config: RunConfig,
+        kl_reference: bool | None = None,
+        meshes: Meshes | None = None,
+    ) -> None:
         """`kl_reference`: keep a frozen copy of the starting policy for the KL term; by default
-        exactly when `rl.kl_coef` > 0 (jobs without the RL loss pass False to save the copy)."""
+        exactly when `rl.kl_coef` > 0 (jobs without the RL loss pass False to save the copy).
+        `meshes`: train sharded over the processes of a `run_parallel` job; `model` is then the
+        whole model, identical on every rank (same seed or checkpoint), and is sharded here."""
         self.model = model
         self.config = config
+        self.meshes = meshes
         self.device = model.embed_tokens.weight.device
         low_precision = model.embed_tokens.weight.dtype != torch.float32
+        if meshes is not None and low_precision:
+            raise _float32_only(config.training.dtype, meshes.world_size)
+        # The KL anchor: the policy as it was when training started, frozen. Over several ranks
+        # each keeps a whole copy: it only runs forward, so it needs no sharding or collective.
+        wants_reference = config.rl.kl_coef > 0 if kl_reference is None else kl_reference
+        reference = self._frozen_copy(model) if wants_reference else None
+        if meshes is not None:
+            parallelize(model, meshes)
         self.master = MasterWeights(model) if low_precision else None
         self.optimizer = build_optimizer(self.master.module if self.master else model, config.training)
         self.step = 0
         self.policy_version = 0
-        # The KL anchor: the policy as it was when training started, frozen.
-        wants_reference = config.rl.kl_coef > 0 if kl_reference is None else kl_reference
-        self.reference = self._frozen_copy(model) if wants_reference else None
+        self.reference = reference
 
     @staticmethod
     def _frozen_copy(model: Transformer) -> Transformer:
@@ -74,13 +141,17 @@ class Trainer:
         set_learning_rate(self.optimizer, lr)
         if self.master:
             self.master.gradients_to_master()
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self._optimized_parameters(), self.config.training.grad_clip
-        ).item()
+        if self.meshes is None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                self._optimized_parameters(), self.config.training.grad_clip
+            ).item()
+        else:
+            grad_norm = clip_gradients(self.model, self.config.training.grad_clip, self.meshes)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.master:
             self.master.master_to_model()
+        sum_router_loads(self.model, self.meshes)
         self.model.update_balance_bias()
         self.policy_version += 1
         return {"lr": lr, "grad_norm": grad_norm, "policy_version": self.policy_version}
@@ -88,9 +159,25 @@ class Trainer:
     # ------------------------------------------------------------------ forward passes
 
     def _micro_batches(self, samples: Sequence[TrainingSample], weights: Sequence[float]) -> list[MicroBatch]:
+        """The micro-batches this process computes: all of them in one process; over several,
+        this rank's share of the samples, padded to as many micro-batches as the busiest rank."""
         training = self.config.training
+        if self.meshes is not None:
+            share = rank_shares([sample_positions(s) for s in samples], self.meshes.world_size)
+            mine = share[self.meshes.rank]
+            samples, weights = [samples[i] for i in mine], [weights[i] for i in mine]
         batches = build_micro_batches(samples, weights, training.micro_batch_tokens, training.packing)
+        if self.meshes is not None:
+            (most,) = all_reduce_floats([len(batches)], self.meshes, op="max")
+            batches += [padding_micro_batch() for _ in range(int(most) - len(batches))]
         return [batch.to(self.device) for batch in batches]
+
+    def _global_tokens(self, batches: Sequence[MicroBatch]) -> int:
+        """Real positions of the step's micro-batches over every rank."""
+        local = sum(b.num_tokens for b in batches)
+        if self.meshes is None:
+            return local
+        return int(all_reduce_floats([local], self.meshes)[0])
 
     def _forward(self, model: Transformer, batch: MicroBatch):
         return model(
@@ -120,7 +207,7 @@ class Trainer:
         self.model.train()
         weights = aggregation_weights([s.trained_tokens for s in samples], "token_mean", 1)
         batches = self._micro_batches(samples, weights)
-        step_tokens = sum(b.num_tokens for b in batches)
+        step_tokens = self._global_tokens(batches)
         loss_sum, aux_sum = 0.0, 0.0
         for batch in batches:
             out = self._forward(self.model, batch)
@@ -129,6 +216,7 @@ class Trainer:
             (loss + self._aux_term(out, batch, step_tokens)).backward()
             loss_sum += loss.item()
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
+        loss_sum, aux_sum = all_reduce_floats([loss_sum, aux_sum], self.meshes)
         metrics = {"loss": loss_sum, "aux_loss": aux_sum, **self.optimizer_step()}
         metrics["tokens_per_s"] = step_tokens / (time.perf_counter() - started)
         return metrics
@@ -141,7 +229,7 @@ class Trainer:
         for batch in self._micro_batches(samples, weights):
             logprobs = self._logprobs_without_grad(self.model, batch)
             total -= (batch.trained_values(batch.weights) * batch.trained_values(logprobs)).sum().item()
-        return total
+        return all_reduce_floats([total], self.meshes)[0]
 
     # ------------------------------------------------------------------ reinforcement learning
 
@@ -188,7 +276,7 @@ class Trainer:
         started = time.perf_counter()
         self.model.train()
         rl = self.config.rl
-        step_tokens = max(1, sum(b.num_tokens for b in batches))
+        step_tokens = max(1, self._global_tokens(batches))
         totals: dict[str, float] = {}
         entropy_sum, aux_sum, lag = 0.0, 0.0, []
         for batch, prox in zip(batches, proximal, strict=True):
@@ -206,31 +294,71 @@ class Trainer:
             )
             loss, stats = policy_loss(inputs, rl)
             (loss + self._aux_term(out, batch, step_tokens)).backward()
+            if self.meshes is not None and not batch.num_tokens:
+                continue  # padding: its statistics are those of no token
             merge_stats(totals, stats)
             entropy_sum += batch.trained_values(token_entropy(out.logits)).sum().item()
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
             lag.append(self.policy_version - batch.trained_values(batch.versions))
+        lags = torch.cat(lag).float() if lag else torch.zeros(0)
+        lag_mean = lags.mean().item() if lags.numel() else 0.0
+        lag_max = lags.max().item() if lags.numel() else 0.0
+        if self.meshes is not None:
+            totals, entropy_sum, aux_sum, lag_mean, lag_max = self._combined_rl_stats(
+                totals, entropy_sum, aux_sum, lags
+            )
         metrics = summarize_stats(totals)
         trained = max(totals.get("tokens", 0.0), 1.0)
-        lags = torch.cat(lag).float() if lag else torch.zeros(0)
         metrics.update(
             loss=totals.get("pg_loss", 0.0) + rl.kl_coef * totals.get("kl_loss", 0.0),
             entropy=entropy_sum / trained,
             aux_loss=aux_sum,
-            version_lag_mean=lags.mean().item() if lags.numel() else 0.0,
-            version_lag_max=lags.max().item() if lags.numel() else 0.0,
+            version_lag_mean=lag_mean,
+            version_lag_max=lag_max,
         )
         metrics.update(self.optimizer_step())
         metrics["tokens_per_s"] = step_tokens / (time.perf_counter() - started)
         return metrics
 
+    def _combined_rl_stats(
+        self, totals: dict[str, float], entropy_sum: float, aux_sum: float, lags: torch.Tensor
+    ) -> tuple[dict[str, float], float, float, float, float]:
+        """Every rank's step statistics merged as `merge_stats` merges micro-batches (sums
+        summed, maxima by max, minima by min), in rank order, so every rank gets the same."""
+        assert self.meshes is not None
+        mine = {
+            **totals,
+            "_entropy_sum": entropy_sum,
+            "_aux_sum": aux_sum,
+            "_lag_sum": lags.sum().item(),
+            "_lag_count": float(lags.numel()),
+        }
+        if lags.numel():
+            mine["_lag_max"] = lags.max().item()
+        parts: list[dict[str, float] | None] = [None] * self.meshes.world_size
+        dist.all_gather_object(parts, mine, group=self.meshes.world_group)
+        merged: dict[str, float] = {}
+        for part in parts:
+            merge_stats(merged, part or {})
+        entropy, aux = merged.pop("_entropy_sum"), merged.pop("_aux_sum")
+        lag_sum, lag_count = merged.pop("_lag_sum"), merged.pop("_lag_count")
+        lag_max = merged.pop("_lag_max", 0.0)
+        return merged, entropy, aux, lag_sum / lag_count if lag_count else 0.0, lag_max
+
     # ------------------------------------------------------------------ weights for the engine
 
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """A detached copy of the policy's state dict, for an engine in the same process."""
+        """A detached copy of the policy's state dict, for an engine in the same process (over
+        several ranks: the whole model, gathered on every rank, on the CPU)."""
+        if self.meshes is not None:
+            return gather_model_state(self.model)
         return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
 
     def save_weights(self, path: str | Path) -> Path:
-        """The policy as a Hugging Face checkpoint directory (`load_pretrained` reads it)."""
-        save_pretrained(self.model, path)
+        """The policy as a Hugging Face checkpoint directory (`load_pretrained` reads it); over
+        several ranks the whole model, gathered, written by rank 0."""
+        if self.meshes is not None:
+            save_model(self.model, path)
+        else:
+            save_pretrained(self.model, path)
         return Path(path)
