@@ -1,7 +1,8 @@
 """The main job, `overture train`: its pieces (phase configs, task cache and splits, job state,
 configuration errors), and `configs/smoke.toml` end to end through the CLI: tasks synthesized
 from the bundled repositories, oracle demonstrations, SFT, held-out pass@1, two async+partial RL
-steps with real sandboxes, pass@1 again, in process and with the RL phase on Ray actors; then
+steps with real sandboxes, pass@1 again, in process and on Ray (SFT and the RL trainer over two
+rank actors); then
 runs stopped after one RL step (by the API, and by `kill -9` of the training program) and
 resumed with `--resume`, with no optimizer step lost or repeated."""
 
@@ -220,8 +221,10 @@ def test_smoke_run_end_to_end_through_the_cli(smoke_run, output_dir):
     assert summary["tasks"]["cached"] is False  # the session's first smoke run built the task set
 
 
-def test_smoke_run_with_the_rl_phase_on_ray_actors(smoke_run, output_dir):
-    overrides = ["name=smoke-ray", "runtime.ray=true"]
+def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, output_dir):
+    # SFT as two rank actors; RL with trainer (sharded over two rank actors), engine and rollout
+    # worker as actors; the same run directory as in process.
+    overrides = ["name=smoke-ray", "runtime.ray=true", "parallel.nproc=2"]
     args = [arg for override in overrides for arg in ("--set", override)]
     result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}", *args])
     assert result.exit_code == 0, result.output

@@ -26,7 +26,7 @@ import socket
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -330,7 +330,8 @@ PLACEMENT_TIMEOUT_S = 60.0
 
 
 class RayRank:
-    """One training rank as a Ray actor (the class is made remote by `ray_spawn`)."""
+    """One training rank as a Ray actor (the class is made remote by `ray_rank_actors`); subclasses
+    that keep state between calls (a sharded trainer) `join_job` in a method of their own."""
 
     def address(self) -> tuple[str, int]:
         """This node's address and a port free on it: MASTER_ADDR and MASTER_PORT, from rank 0."""
@@ -355,6 +356,43 @@ class RayRank:
         return _run_rank(fn, args, echo, None)
 
 
+@contextlib.contextmanager
+def ray_rank_actors(
+    ray: Any, parallel: ParallelConfig, actor_class: type, device_type: str
+) -> Iterator[list[Any]]:
+    """parallel.nproc actors of `actor_class` (a subclass of `RayRank`), one per bundle of a PACK
+    placement group (one GPU per rank on CUDA); killed, and the group removed, on exit."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    resources = {"num_gpus": 1, "num_cpus": 0} if device_type == "cuda" else {"num_cpus": RANK_CPUS}
+    bundle = {"GPU": 1} if device_type == "cuda" else {"CPU": RANK_CPUS}
+    group = placement_group([dict(bundle) for _ in range(parallel.nproc)], strategy="PACK")
+    try:
+        ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(group)
+        raise LaunchError(
+            f"Ray could not place parallel.nproc = {parallel.nproc} ranks of {bundle} within "
+            f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {ray.available_resources()}"
+        ) from None
+    remote_class = ray.remote(actor_class)
+    actors = [
+        remote_class.options(
+            **resources,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
+        ).remote()
+        for i in range(parallel.nproc)
+    ]
+    try:
+        yield actors
+    finally:
+        # Ranks still waiting in a collective for a failed peer would wait forever.
+        for actor in actors:
+            ray.kill(actor)
+        remove_placement_group(group)
+
+
 def ray_spawn(
     fn: Callable[..., Any],
     parallel: ParallelConfig,
@@ -363,34 +401,12 @@ def ray_spawn(
     device_type: str | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> list[Any]:
-    """Run `fn(*args)` as parallel.nproc Ray actors, one per bundle of a PACK placement group
-    (one GPU per rank on CUDA), on the cluster `runtime` names; returns each rank's result."""
+    """Run `fn(*args)` as parallel.nproc Ray actors (`ray_rank_actors`) on the cluster `runtime`
+    names; returns each rank's result."""
     from overture.distributed.ray_runtime import ray_cluster
 
     device_type = device_type or default_device_type()
-    with ray_cluster(runtime) as ray:
-        from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        resources = {"num_gpus": 1, "num_cpus": 0} if device_type == "cuda" else {"num_cpus": RANK_CPUS}
-        bundle = {"GPU": 1} if device_type == "cuda" else {"CPU": RANK_CPUS}
-        group = placement_group([dict(bundle) for _ in range(parallel.nproc)], strategy="PACK")
-        try:
-            ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
-        except ray.exceptions.GetTimeoutError:
-            remove_placement_group(group)
-            raise LaunchError(
-                f"Ray could not place parallel.nproc = {parallel.nproc} ranks of {bundle} within "
-                f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {ray.available_resources()}"
-            ) from None
-        rank_actor = ray.remote(RayRank)
-        actors = [
-            rank_actor.options(
-                **resources,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
-            ).remote()
-            for i in range(parallel.nproc)
-        ]
+    with ray_cluster(runtime) as ray, ray_rank_actors(ray, parallel, RayRank, device_type) as actors:
         relay = LineRelay(echo, ray.util.get_node_ip_address()) if echo is not None else None
         try:
             master_addr, port = ray.get(actors[0].address.remote())
@@ -401,10 +417,6 @@ def ray_spawn(
             ]
             return _ray_results(ray, runs)
         finally:
-            # Ranks still waiting in a collective for a failed peer would wait forever.
-            for actor in actors:
-                ray.kill(actor)
-            remove_placement_group(group)
             if relay is not None:
                 relay.close()
 

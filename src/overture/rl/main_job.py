@@ -204,8 +204,10 @@ class MainJob:
         sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
         weights = Path(sft_summary["best"] or sft_summary["final"])
         dtype = getattr(torch, config.training.dtype)
-        if (nproc := config.parallel.nproc) > 1:  # SFT ran on nproc processes; RL does not shard yet
-            display.echo(f"RL phase: one trainer process (parallel.nproc = {nproc} applies to SFT)")
+        if (nproc := config.parallel.nproc) > 1 and not config.runtime.uses_ray:
+            # In process the RL trainer is one process; on Ray it is sharded over nproc rank actors.
+            display.echo(f"RL phase: one trainer process (parallel.nproc = {nproc} applies to SFT; "
+                         "runtime.ray shards the RL trainer too)")  # fmt: skip
         trainer = Trainer(load_pretrained(weights, dtype=dtype).to(device), rl_phase_config(config))
         restored = latest_checkpoint(self.run_dir.checkpoints) if self.resume else None
         totals: dict[str, Any] = {}

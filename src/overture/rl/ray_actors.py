@@ -3,9 +3,12 @@
 `runtime.ray = true` (or `runtime.ray_address`) makes `overture train` run its RL phase here; the
 orchestrator is the same object as in process (`overture.rl.orchestrator`), driving
 
-- `RemoteTrainer` → `TrainerActor`: the `Trainer` in its own process. `export_weights` returns an
-  object reference, so the weights go from the trainer's process through Ray's object store to the
-  engine's (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
+- `RemoteTrainer` → `TrainerActor`: the `Trainer` in its own process, or, with
+  `parallel.nproc` > 1, sharded over that many rank actors in one placement group
+  (`overture.distributed`: HSDP and expert parallelism as `[parallel]` lays them out), every call
+  made on every rank and answered by rank 0. `export_weights` returns an object reference, so the
+  weights go from the trainer's process through Ray's object store to the engine's
+  (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
 - `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `ray_engine`).
 - `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
   runs whole groups (episodes, tools, grading) by `overture.rl.rollout_groups`' code, talking to
@@ -28,6 +31,8 @@ from typing import Any
 
 from overture.agent import Trajectory
 from overture.config import RunConfig
+from overture.distributed.launch import RayRank, default_device_type, join_job, ray_rank_actors
+from overture.distributed.meshes import meshes_for_run
 from overture.distributed.ray_engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
 from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray, ray_cluster
 from overture.model import load_pretrained
@@ -43,36 +48,91 @@ from overture.text import Tokenizer
 # ----------------------------------------------------------------------------- the trainer
 
 
-class TrainerActor:
-    """An RL `Trainer` built from `weights` (and restored from `checkpoint`, when given)."""
+class TrainerActor(RayRank):
+    """An RL `Trainer`, or one rank of a sharded one: built by `start` from `weights` (and
+    restored from `checkpoint`, when given)."""
 
-    def __init__(self, weights: str, config: RunConfig, checkpoint: str | None) -> None:
+    def __init__(self) -> None:
+        self.trainer: Trainer | None = None
+        self.rank = 0
+
+    def start(
+        self,
+        weights: str,
+        config: RunConfig,
+        checkpoint: str | None,
+        rank: int = 0,
+        master: tuple[str, int] | None = None,
+        device_type: str = "cpu",
+    ) -> dict[str, int]:
+        """Build the trainer; with `parallel.nproc` > 1 first join the ranks' process group (every
+        rank calls this at once, `master` being rank 0's address and port) and shard it."""
         import torch
 
+        meshes = None
+        if config.parallel.nproc > 1:
+            if master is None:
+                raise ValueError("a rank of a sharded trainer needs rank 0's address (master)")
+            local_rank = 0 if device_type == "cuda" else rank  # Ray shows a rank its own GPU only
+            join_job(config.parallel, rank, local_rank, *master, device_type)
+            meshes = meshes_for_run(config.parallel)
+        self.rank = rank
         device = resolve_device(config.runtime)
         model = load_pretrained(Path(weights), dtype=getattr(torch, config.training.dtype)).to(device)
-        self.trainer = Trainer(model, config)
+        self.trainer = Trainer(model, config, meshes=meshes)
         if checkpoint is not None:
             load_checkpoint(self.trainer, checkpoint)
+        return self.describe()
+
+    def _started(self) -> Trainer:
+        if self.trainer is None:
+            raise RuntimeError("trainer actor used before start()")
+        return self.trainer
 
     def describe(self) -> dict[str, int]:
-        return {"version": self.trainer.policy_version, "step": self.trainer.step}
+        trainer = self._started()
+        return {"version": trainer.policy_version, "step": trainer.step}
 
     def train(self, trajectories: list[Trajectory]) -> tuple[dict[str, float], dict[str, int]]:
-        return train_on_trajectories(self.trainer, trajectories), self.describe()
+        return train_on_trajectories(self._started(), trajectories), self.describe()
 
-    def export_weights(self) -> dict[str, Any]:
-        return {name: tensor.cpu() for name, tensor in self.trainer.export_weights().items()}
+    def export_weights(self) -> dict[str, Any] | None:
+        """The whole model on the CPU (rank 0; the other ranks take part in gathering it, return None)."""
+        weights = self._started().export_weights()
+        return {name: tensor.cpu() for name, tensor in weights.items()} if self.rank == 0 else None
 
     def save_checkpoint(self, root: str, extra: dict[str, Any], keep: int | None) -> str:
-        return str(save_checkpoint(self.trainer, root, {}, extra, keep))
+        return str(save_checkpoint(self._started(), root, {}, extra, keep))
+
+
+@contextlib.asynccontextmanager
+async def start_trainer(
+    ray: Any, config: RunConfig, weights: str | Path, checkpoint: str | Path | None
+) -> AsyncIterator[RemoteTrainer]:
+    """The trainer as one actor, or as `parallel.nproc` rank actors in a placement group."""
+    args = (str(weights), config, None if checkpoint is None else str(checkpoint))
+    if config.parallel.nproc == 1:
+        actor = ray.remote(TrainerActor).options(**ACTOR_OPTIONS).remote()
+        try:
+            yield RemoteTrainer([actor], await actor.start.remote(*args))
+        finally:
+            ray.kill(actor, no_restart=True)
+        return
+    device_type = default_device_type()
+    with ray_rank_actors(ray, config.parallel, TrainerActor, device_type) as actors:
+        master = await actors[0].address.remote()
+        descriptions = await asyncio.gather(
+            *(actor.start.remote(*args, rank, master, device_type) for rank, actor in enumerate(actors))
+        )
+        yield RemoteTrainer(actors, descriptions[0])
 
 
 class RemoteTrainer:
-    """A `TrainerActor` as the orchestrator's `TrainerHandle`."""
+    """Trainer actors (one, or the ranks of a sharded trainer) as the orchestrator's `TrainerHandle`.
+    Every call goes to every rank (they step, gather and save together); rank 0 answers."""
 
-    def __init__(self, actor: Any, description: dict[str, int]) -> None:
-        self.actor = actor
+    def __init__(self, actors: list[Any], description: dict[str, int]) -> None:
+        self.actors = actors
         self._version, self.step = description["version"], description["step"]
 
     @property
@@ -80,17 +140,22 @@ class RemoteTrainer:
         return self._version
 
     async def train(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        metrics, description = await self.actor.train.remote(trajectories)
+        batch = import_ray().put(trajectories)  # one copy in the object store for every rank
+        (metrics, description), *_ = await asyncio.gather(*(a.train.remote(batch) for a in self.actors))
         self._version, self.step = description["version"], description["step"]
         return metrics
 
     async def export_weights(self) -> Any:
         """An object reference to the weights (not the weights: they stay in the object store)."""
-        return self.actor.export_weights.remote()
+        refs = [actor.export_weights.remote() for actor in self.actors]
+        await asyncio.gather(*refs[1:])  # the other ranks' part of the gather is done too
+        return refs[0]
 
     def save_checkpoint(self, root: Path, extra: dict[str, Any], keep: int | None) -> Path:
-        """A training checkpoint written by the actor (blocking: the run waits for it, as in process)."""
-        return Path(import_ray().get(self.actor.save_checkpoint.remote(str(root), extra, keep)))
+        """A training checkpoint written by the actors (blocking: the run waits for it, as in process)."""
+        ray = import_ray()
+        paths = ray.get([actor.save_checkpoint.remote(str(root), extra, keep) for actor in self.actors])
+        return Path(paths[0])
 
 
 # ----------------------------------------------------------------------------- rollout workers
@@ -236,29 +301,23 @@ async def ray_rl_runtime(
     tokenizer, serving the trainer's weights) and rollout workers as actors on the cluster
     `config.runtime` names; all stopped on exit."""
     with ray_cluster(config.runtime) as ray:
-        trainer_actor = (
-            ray.remote(TrainerActor)
-            .options(**ACTOR_OPTIONS)
-            .remote(str(weights), config, None if checkpoint is None else str(checkpoint))
-        )
         workers: list[Any] = []
         engine: RemoteEngine | None = None
-        try:
-            trainer = RemoteTrainer(trainer_actor, await trainer_actor.describe.remote())
-            engine = start_engine_actor(
-                weights, config.engine, config.runtime, config.training.dtype,
-                weights=trainer_actor.export_weights.remote(), version=trainer.version,
-            )  # fmt: skip
-            workers = [
-                ray.remote(RolloutWorker).options(**ACTOR_OPTIONS).remote(config, tokenizer, engine.actor)
-                for _ in range(config.runtime.rollout_workers)
-            ]
-            await asyncio.gather(*(worker.start.remote() for worker in workers))
-            yield RayRL(engine, trainer, RemoteRollouts(workers))
-        finally:
-            await asyncio.gather(*(worker.close.remote() for worker in workers), return_exceptions=True)
-            for worker in workers:
-                ray.kill(worker, no_restart=True)
-            if engine is not None:
-                await engine.close()
-            ray.kill(trainer_actor, no_restart=True)
+        async with start_trainer(ray, config, weights, checkpoint) as trainer:
+            try:
+                engine = start_engine_actor(
+                    weights, config.engine, config.runtime, config.training.dtype,
+                    weights=await trainer.export_weights(), version=trainer.version,
+                )  # fmt: skip
+                workers = [
+                    ray.remote(RolloutWorker).options(**ACTOR_OPTIONS).remote(config, tokenizer, engine.actor)
+                    for _ in range(config.runtime.rollout_workers)
+                ]
+                await asyncio.gather(*(worker.start.remote() for worker in workers))
+                yield RayRL(engine, trainer, RemoteRollouts(workers))
+            finally:
+                await asyncio.gather(*(worker.close.remote() for worker in workers), return_exceptions=True)
+                for worker in workers:
+                    ray.kill(worker, no_restart=True)
+                if engine is not None:
+                    await engine.close()
