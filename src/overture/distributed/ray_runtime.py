@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from overture.config import RuntimeConfig
 _INIT_OPTIONS: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
 
 ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0}
+CONNECT_TIMEOUT_S = 5.0
 
 
 class RayUnavailableError(RuntimeError):
@@ -49,6 +51,7 @@ def ray_cluster(runtime: RuntimeConfig) -> Iterator[Any]:
         return
     options = dict(_INIT_OPTIONS)
     if runtime.ray_address:
+        check_reachable(runtime.ray_address)
         options["address"] = runtime.ray_address
     else:
         # A local cluster of this machine's cores; workers run this interpreter and find this
@@ -63,3 +66,17 @@ def ray_cluster(runtime: RuntimeConfig) -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A clear error when nothing listens at a `host:port` (or `ray://host:port`) address; Ray
+    itself would retry for minutes. `auto` and other forms are left to Ray."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailableError(
+            f"runtime.ray_address = {address!r}: no Ray cluster answers there ({exc.strerror or exc})"
+        ) from None
