@@ -33,6 +33,27 @@ def _progress() -> Progress:
     return Progress(name, BarColumn(), MofNCompleteColumn(), note, TimeElapsedColumn(), console=console)
 
 
+def _run_on_tasks(sandbox, label: str, total: int, counted: str, counts, work) -> list:
+    """`await work(pool, show)` on a sandbox pool under a progress bar of `total` tasks; `show`
+    advances it by one result and notes how many results `counts` (e.g. "3 solved")."""
+    from overture.sandbox import SandboxPool
+
+    async def run() -> list:
+        async with SandboxPool(sandbox) as pool:
+            with _progress() as bar:
+                handle = bar.add_task(label, total=total, note="")
+                seen = 0
+
+                def show(result) -> None:
+                    nonlocal seen
+                    seen += counts(result)
+                    bar.update(handle, advance=1, note=f"{seen} {counted}")
+
+                return await work(pool, show)
+
+    return asyncio.run(run())
+
+
 def _jobs(jobs: int | None) -> int:
     if jobs is not None and jobs < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--jobs")
@@ -89,27 +110,15 @@ def check(
     task_file: TaskFile, jobs: Jobs = None, config: ConfigOption = None, set_: Overrides = None
 ) -> None:
     """Re-validate every task: fails on its starting workspace, passes with its reference fix."""
-    from overture.sandbox import SandboxPool
     from overture.tasks.check import check_tasks
     from overture.tasks.spec import read_tasks
 
     tasks = read_tasks(task_file)
     run_config = load_config(config, set_ or [])
-
-    async def run():
-        async with SandboxPool(run_config.sandbox) as pool:
-            with _progress() as bar:
-                handle = bar.add_task("checking", total=len(tasks), note="")
-                bad = 0
-
-                def show(result) -> None:
-                    nonlocal bad
-                    bad += not result.ok
-                    bar.update(handle, advance=1, note=f"{bad} bad")
-
-                return await check_tasks(tasks, pool, run_config.tasks, _jobs(jobs), show)
-
-    results = asyncio.run(run())
+    results = _run_on_tasks(
+        run_config.sandbox, "checking", len(tasks), "bad", lambda result: not result.ok,
+        lambda pool, show: check_tasks(tasks, pool, run_config.tasks, _jobs(jobs), show),
+    )  # fmt: skip
     bad = [{"instance_id": r.instance_id, "problems": r.problems} for r in results if not r.ok]
     typer.echo(json.dumps({"checked": len(results), "ok": len(results) - len(bad), "bad": bad}))
     if bad:
@@ -134,7 +143,6 @@ def solve(
     set_: Overrides = None,
 ) -> None:
     """Solve tasks through the real tools and grade them; print a JSON summary (solved, failed, why)."""
-    from overture.sandbox import SandboxPool
     from overture.tasks.oracle import solve_all
     from overture.tasks.spec import read_tasks, write_jsonl
     from overture.text import train_default_tokenizer
@@ -146,20 +154,10 @@ def solve(
     run_config = load_config(config, set_ or [])
     tokenizer = train_default_tokenizer(run_config.tokenizer.vocab_size)
 
-    async def run():
-        async with SandboxPool(run_config.sandbox) as pool:
-            with _progress() as bar:
-                handle = bar.add_task("solving", total=len(tasks), note="")
-                solved = 0
-
-                def show(result) -> None:
-                    nonlocal solved
-                    solved += result.solved
-                    bar.update(handle, advance=1, note=f"{solved} solved")
-
-                return await solve_all(tasks, pool, tokenizer, run_config, _jobs(jobs), show)
-
-    results = asyncio.run(run())
+    results = _run_on_tasks(
+        run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,
+        lambda pool, show: solve_all(tasks, pool, tokenizer, run_config, _jobs(jobs), show),
+    )  # fmt: skip
     if demos is not None:
         write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])
     if trajectories is not None:
