@@ -87,6 +87,8 @@ class EngineActor:
 
     async def _serve_kept_weights(self) -> None:
         """Once per process: swap in the keeper's newest weights and version."""
+        if self._weights_fetched:  # every request passes here: no lock once they are in
+            return
         async with self._fetching:
             if self._weights_fetched:
                 return

@@ -4,10 +4,11 @@
 `runtime.ray_address` joins a running one (`"auto"` finds the local one, `"ray://host:10001"` a
 remote one) and leaves it running. A cluster that is already up in this process is used as it is.
 
-Actors of a run ask for no CPU of Ray's scheduler (`ACTOR_OPTIONS`): on one machine the engine,
-the trainer and the rollout workers share the cores the way the in-process runtime's threads
-do, each setting torch's intra-op threads from `runtime.threads` (`overture.model.devices`).
-Placing actors on the nodes of a real cluster (GPUs, CPU quotas) is not this file's job.
+The engine and rollout-worker actors ask for no CPU of Ray's scheduler (`ACTOR_OPTIONS`), and
+training ranks for a hundredth of one (`launch.ray_rank_actors`): on one machine they share the
+cores the way the in-process runtime's threads do, each setting torch's intra-op threads from
+`runtime.threads` (`overture.model.devices`). Placing actors on the nodes of a real cluster
+(GPUs, CPU quotas) is not this file's job.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 `runtime.ray = true` (or `runtime.ray_address`) makes `overture train` run its RL phase here; the
 orchestrator is the same object as in process (`overture.rl.orchestrator`), driving
 
-- `RemoteTrainer` → `TrainerActor`: the `Trainer` in its own process, or, with
-  `parallel.nproc` > 1, sharded over that many rank actors in one placement group
-  (`overture.distributed`: HSDP and expert parallelism as `[parallel]` lays them out), every call
-  made on every rank and answered by rank 0. `export_weights` returns an object reference, so the
+- `RemoteTrainer` → `TrainerActor`s: the `Trainer` as `parallel.nproc` rank actors in one
+  placement group (one rank: the unsharded trainer; more: sharded by `overture.distributed`, HSDP
+  and expert parallelism as `[parallel]` lays them out), every call made on every rank and
+  answered by rank 0. `export_weights` returns an object reference, so the
   weights go from the trainer's process through Ray's object store to the engine's
   (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
 - `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `ray_engine`).
@@ -109,15 +109,8 @@ class TrainerActor(RayRank):
 async def start_trainer(
     ray: Any, config: RunConfig, weights: str | Path, checkpoint: str | Path | None
 ) -> AsyncIterator[RemoteTrainer]:
-    """The trainer as one actor, or as `parallel.nproc` rank actors in a placement group."""
+    """The trainer as `parallel.nproc` rank actors (one when unsharded) in a placement group."""
     args = (str(weights), config, None if checkpoint is None else str(checkpoint))
-    if config.parallel.nproc == 1:
-        actor = ray.remote(TrainerActor).options(**ACTOR_OPTIONS).remote()
-        try:
-            yield RemoteTrainer([actor], await actor.start.remote(*args))
-        finally:
-            ray.kill(actor, no_restart=True)
-        return
     device_type = default_device_type()
     with ray_rank_actors(ray, config.parallel, TrainerActor, device_type) as actors:
         master = await actors[0].address.remote()
