@@ -113,6 +113,9 @@ def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(
     # Two sequences at a time: episodes end in waves, so some are mid-turn when B groups are done.
     config.engine.max_batch_size = 2
     config.agent.max_new_tokens = 24
+    # A third turn, so that an episode paused during its last tool calls still generates after
+    # its resume (pauses reach a worker a moment late; in process they land at once).
+    config.agent.max_turns = 3
     config.runtime.device = "cpu"
     config.runtime.rollout_workers = 2  # groups spread over two workers, each with its own sandboxes
     tokenizer = Tokenizer.from_dir(tiny_policy)
