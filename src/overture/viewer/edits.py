@@ -1,11 +1,12 @@
 """The changes an episode made, as unified diff text: the recorded workspace diff when the
 trajectory holds one, else the agent's successful edit calls turned into per-call diffs.
 
-Trajectories do not yet record the final workspace diff; a grade that carries one under
-`reward_info["diff"]` (or `metrics["diff"]`) is shown as it is. Otherwise each successful
-`search_replace`, `write_file` and `delete_file` call becomes a small diff of what it asked for,
-which is what the agent changed, though not necessarily the full final state (a terminal
-command can change files too).
+Grading records the diff it graded under `reward_info["diff"]` (`overture.tasks.grading`;
+`metrics["diff"]` is read too), and that is shown as it is. Trajectories without one (episodes
+that failed or were aborted, runs from before grading kept it) fall back to their successful
+`search_replace`, `write_file` and `delete_file` calls, each a small diff of what it asked for:
+what the agent changed, though not necessarily the final state (a terminal command can change
+files too).
 """
 
 from __future__ import annotations
