@@ -228,7 +228,12 @@ def _run_rank(
     """This rank's `fn`, leaving the group (and the relay) however it ends; with `error_file`, an
     exception is also kept there for the launcher to raise as itself."""
     try:
-        return _call(fn, args, echo)
+        result = _call(fn, args, echo)
+        if dist.is_initialized():
+            # No rank leaves while a peer may still be talking to it: gloo aborts a process whose
+            # connection is closed mid-use ("terminate called without an active exception").
+            dist.barrier()
+        return result
     except BaseException as exc:
         if error_file is not None:
             _keep_exception(exc, error_file)
