@@ -207,6 +207,17 @@ class EngineConfig(Section):
     precision: Literal["fp32", "bf16", "mxfp8"] | None = Field(
         None, description="GEMM precision to serve in; unset = the model's own (model.precision)"
     )
+    keep_freed_host_memory: bool = Field(
+        True,
+        description="on CPU, raise glibc's malloc thresholds for the process so decode steps reuse "
+        "freed memory instead of page-faulting it again (overture.engine.cpu_tuning)",
+    )
+    decode_threads: int = Field(
+        1,
+        ge=0,
+        description="intra-op threads of decode steps on CPU (prefill keeps torch's setting); "
+        "0 = torch's setting too",
+    )
 
 
 class SandboxConfig(Section):

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import torch
 
 from overture.config import EngineConfig
+from overture.engine.cpu_tuning import keep_freed_memory
 from overture.engine.kv_cache import PagedKVCache
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion, EngineError, RequestError, SamplingParams
@@ -85,6 +86,8 @@ class Engine:
             model.set_precision(self.config.precision)
         self.tokenizer = tokenizer
         self.vocab_size = model.config.vocab_size
+        if self.config.keep_freed_host_memory and model.embed_tokens.weight.device.type == "cpu":
+            keep_freed_memory()
         self.cache = _build_cache(model, self.config)
         # A request can never hold more tokens than the pool, or it would preempt itself forever.
         self.max_model_len = min(
@@ -234,6 +237,7 @@ class Engine:
 
         def swap() -> None:
             apply_update(pairs)
+            self._scheduler.forward.decoder.pack()
             self._version = version
 
         self._call(swap)

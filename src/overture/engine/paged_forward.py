@@ -7,8 +7,9 @@ projection, attention, dense MLP or MoE block, LM head. Two entry points:
   own keys, which are also written into each sequence's blocks; returns the logits of each row's
   last real token. Because attention here is the model's plain causal attention, prefill
   computes exactly what a training forward computes.
-- `decode`: one new token per sequence; its keys/values are written, then the query attends to
-  every cached key of its sequence through a boolean mask (position ≤ the token's own).
+- `decode`: one new token per sequence, through `PackedDecoder` (the same function in fewer ops,
+  from packed weights); its keys/values are written, then the query attends to every cached key
+  of its sequence through a boolean mask (position ≤ the token's own).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from overture.engine.kv_cache import SCRATCH_BLOCK, PagedKVCache, slot_indices
+from overture.engine.packed_decode import PackedDecoder
 from overture.model import Transformer
 
 
@@ -26,6 +28,7 @@ class PagedForward:
         self.model = model
         self.cache = cache
         self.device = model.embed_tokens.weight.device
+        self.decoder = PackedDecoder(model)
 
     def _tensor(self, data: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.tensor(data, dtype=dtype, device=self.device)
@@ -64,21 +67,4 @@ class PagedForward:
         width = max(len(t) for t in tables)
         padded = self._tensor([t + [SCRATCH_BLOCK] * (width - len(t)) for t in tables])
         slots = self._tensor(slot_indices(tables, [[p] for p in positions], self.cache.block_size))
-        return self._decode_tensors(self._tensor(tokens), self._tensor(positions), padded, slots)
-
-    def _decode_tensors(
-        self, tokens: torch.Tensor, pos: torch.Tensor, tables: torch.Tensor, slots: torch.Tensor
-    ) -> torch.Tensor:
-        block = self.cache.block_size
-        key_positions = torch.arange(tables.shape[1] * block, device=self.device)
-        mask = (key_positions[None, :] <= pos[:, None])[:, None, None, :]
-        x = self.model.embed_tokens(tokens[:, None])
-        cos, sin = self.model.rotary(pos[:, None], x.dtype)
-        for index, layer in enumerate(self.model.layers):
-            attn = layer.self_attn
-            q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
-            self.cache.write(index, slots, k[:, :, 0], v[:, :, 0])
-            keys, values = self.cache.gather(index, tables)
-            x = x + attn.attend(q, keys, values, mask)
-            x, _ = layer.feed_forward(x)
-        return self._logits(x[:, 0])
+        return self.decoder.decode(self._tensor(tokens), self._tensor(positions), self.cache, padded, slots)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from overture.config import EngineConfig
+from overture.engine.cpu_tuning import intra_op_threads
 from overture.engine.kv_cache import PagedKVCache
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion
@@ -42,6 +43,8 @@ class Scheduler:
         self.steps = 0  # steps run so far
         self.peak_blocks_used = 0
         self.preemptions = 0
+        # Decode steps (forward and sampling) run on fewer intra-op threads on CPU; see cpu_tuning.
+        self.decode_threads = config.decode_threads if forward.device.type == "cpu" else 0
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -83,7 +86,8 @@ class Scheduler:
             self._prefill(admitted, version)
         self._retire_finished()
         if self.running:
-            self._decode(version)
+            with intra_op_threads(self.decode_threads):
+                self._decode(version)
             self._note_blocks_used()
             self._retire_finished()
         self.steps += 1

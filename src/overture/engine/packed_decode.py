@@ -1,0 +1,229 @@
+"""The decode step in few, large ops: the served weights packed once per weight version.
+
+A decode step is one token per sequence, so on small models its time is the number of ops, not
+their arithmetic (a CPU op costs microseconds however small its tensors). This path computes the
+same function as the model's modules with fewer ops:
+
+- q, k and v come from one GEMM against the concatenated projection weights, and q and k are
+  normalised and rotated together;
+- the SwiGLU gate and up projections (dense MLP, shared expert, routed experts) are one GEMM;
+- the routed experts run as one batched GEMM over `E × capacity` rows (each expert's tokens
+  padded to the largest count of the step) when the batch routes more token-expert pairs than
+  there are experts, and as one small GEMM per pair below that, so no weight is read twice.
+
+Weights are packed in the form the training forward's GEMMs see them: under "bf16" or "mxfp8"
+each packed matrix holds the rounded values (`overture.mx.round_operand` along the contraction
+dimension, as `overture.mx.linear` and `grouped_linear` round them), and activations are rounded
+the same way before each GEMM. Norms, router, attention softmax and LM head stay in the model's
+dtype, as in training. `PackedDecoder.pack()` must run after the model's weights change; the
+engine calls it after every weight update. The concatenated and rounded matrices are copies:
+serving needs up to twice the memory of the attention and expert weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from overture import mx
+from overture.engine.kv_cache import PagedKVCache
+from overture.model import Transformer
+from overture.model.layers import SwiGLU, apply_rotary
+
+
+@dataclass
+class _PackedMLP:
+    """A SwiGLU (dense MLP or shared expert): gate and up stacked as one 2I×D matrix."""
+
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+@dataclass
+class _PackedExperts:
+    """Routed experts: E×2I×D (gate over up) and E×D×I."""
+
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+@dataclass
+class _PackedLayer:
+    qkv: torch.Tensor  # (Hq + 2·Hkv)·head_dim × D
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    qk_norm: torch.Tensor  # (Hq + Hkv)×head_dim: each q head's norm weight, then each k head's
+    mlp: _PackedMLP | None
+    experts: _PackedExperts | None
+    shared: _PackedMLP | None
+
+
+class PackedDecoder:
+    """One decode step of `model` over a paged cache, from weights packed by `pack()`."""
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+        config = model.config
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.eps = config.rms_norm_eps
+        self.layers: list[_PackedLayer] = []
+        self.pack()
+
+    @property
+    def precision(self) -> mx.Precision:
+        return self.model.config.precision
+
+    # ------------------------------------------------------------------ packing
+
+    def _rounded(self, weight: torch.Tensor) -> torch.Tensor:
+        """`weight` (…×K) as the precision's GEMMs see it: rounded along K, float32 unless fp32."""
+        if self.precision == "fp32":
+            return weight.detach()
+        return mx.round_operand(weight.detach(), -1, self.precision)
+
+    def _mlp(self, mlp: SwiGLU) -> _PackedMLP:
+        gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+        return _PackedMLP(self._rounded(gate_up), self._rounded(mlp.down_proj.weight))
+
+    @torch.no_grad()
+    def pack(self) -> None:
+        """(Re)build the packed weights from the model's current parameters."""
+        layers = []
+        for layer in self.model.layers:
+            attn = layer.self_attn
+            projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+            qkv_bias = None
+            if attn.q_proj.bias is not None:
+                qkv_bias = torch.cat([p.bias for p in projections]).detach()
+            qk_norm = torch.cat(
+                [
+                    attn.q_norm.weight.expand(self.num_heads, -1),
+                    attn.k_norm.weight.expand(self.num_kv_heads, -1),
+                ]
+            )
+            mlp = experts = shared = None
+            if layer.is_moe:
+                grouped = layer.mlp.experts
+                experts = _PackedExperts(
+                    self._rounded(torch.cat([grouped.gate_proj, grouped.up_proj], dim=1)),
+                    self._rounded(grouped.down_proj),
+                )
+                if layer.mlp.shared_expert is not None:
+                    shared = self._mlp(layer.mlp.shared_expert)
+            else:
+                mlp = self._mlp(layer.mlp)
+            layers.append(
+                _PackedLayer(
+                    qkv=self._rounded(torch.cat([p.weight for p in projections])),
+                    qkv_bias=qkv_bias,
+                    o=self._rounded(attn.o_proj.weight),
+                    o_bias=None if attn.o_proj.bias is None else attn.o_proj.bias.detach(),
+                    qk_norm=qk_norm.detach().contiguous(),
+                    mlp=mlp,
+                    experts=experts,
+                    shared=shared,
+                )
+            )
+        self.layers = layers
+
+    # ------------------------------------------------------------------ the step
+
+    def _gemm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x @ weightᵀ (+ bias) with x rounded as the packed weight was."""
+        if self.precision == "fp32":
+            return F.linear(x, weight, bias)
+        out = F.linear(mx.round_operand(x, -1, self.precision), weight).to(x.dtype)
+        return out if bias is None else out + bias
+
+    def _swiglu(self, x: torch.Tensor, mlp: _PackedMLP) -> torch.Tensor:
+        gate, up = self._gemm(x, mlp.gate_up).chunk(2, dim=-1)
+        return self._gemm(F.silu(gate) * up, mlp.down)
+
+    def _experts(self, x: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor, packed) -> torch.Tensor:
+        """x: N×D; each row the gate-weighted sum of its k chosen experts' SwiGLU outputs."""
+        tokens, top_k = indices.shape
+        num_experts = packed.gate_up.shape[0]
+        if tokens * top_k <= num_experts:
+            return self._experts_per_pair(x, indices, weights, packed)
+        return self._experts_padded(x, indices, weights, packed)
+
+    def _experts_per_pair(self, x, indices, weights, packed) -> torch.Tensor:
+        """A few token-expert pairs: one small GEMM each, reading only the chosen experts."""
+        out = torch.zeros_like(x)
+        chosen = indices.tolist()
+        for token, experts in enumerate(chosen):
+            row = x[token : token + 1]
+            for slot, expert in enumerate(experts):
+                gate, up = self._gemm(row, packed.gate_up[expert]).chunk(2, dim=-1)
+                y = self._gemm(F.silu(gate) * up, packed.down[expert])
+                out[token] += weights[token, slot] * y[0]
+        return out
+
+    def _experts_padded(self, x, indices, weights, packed) -> torch.Tensor:
+        """Many pairs: scatter rows into E×capacity slots, two batched GEMMs, gather back."""
+        tokens, top_k = indices.shape
+        num_experts, _, dim = packed.gate_up.shape
+        flat = indices.reshape(-1)
+        one_hot = F.one_hot(flat, num_experts)
+        # A pair's place among its expert's rows: how many earlier pairs chose the same expert.
+        place = (one_hot.cumsum(0) - one_hot).gather(1, flat[:, None])[:, 0]
+        capacity = int(one_hot.sum(0).max())
+        slot = flat * capacity + place
+        rows = x.new_zeros(num_experts * capacity, dim)
+        rows.index_copy_(0, slot, x.repeat_interleave(top_k, dim=0))
+        if self.precision != "fp32":
+            rows = mx.round_operand(rows, -1, self.precision)
+        hidden = torch.bmm(rows.view(num_experts, capacity, dim), packed.gate_up.transpose(1, 2))
+        gate, up = hidden.chunk(2, dim=-1)
+        act = F.silu(gate) * up
+        if self.precision != "fp32":
+            act = mx.round_operand(act, -1, self.precision)
+        out = torch.bmm(act, packed.down.transpose(1, 2)).to(x.dtype).view(-1, dim)[slot]
+        return (out.view(tokens, top_k, dim) * weights[..., None]).sum(1)
+
+    @torch.inference_mode()
+    def decode(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        cache: PagedKVCache,
+        tables: torch.Tensor,
+        slots: torch.Tensor,
+    ) -> torch.Tensor:
+        """B×V logits of token i at `positions[i]` of the sequence whose block table is row i of
+        `tables`; its key and value are written to cache slot `slots[i]` first."""
+        model = self.model
+        batch = tokens.shape[0]
+        heads, kv_heads, head_dim = self.num_heads, self.num_kv_heads, self.head_dim
+        key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
+        mask = (key_positions[None, :] <= positions[:, None])[:, None, None, :]
+        x = model.embed_tokens(tokens)
+        cos, sin = model.rotary(positions[:, None], x.dtype)
+        for index, (layer, packed) in enumerate(zip(model.layers, self.layers, strict=True)):
+            h = F.rms_norm(x, (x.shape[-1],), layer.input_layernorm.weight, self.eps)
+            qkv = self._gemm(h, packed.qkv, packed.qkv_bias).view(batch, heads + 2 * kv_heads, 1, head_dim)
+            qk = F.rms_norm(qkv[:, : heads + kv_heads], (head_dim,), None, self.eps) * packed.qk_norm[:, None]
+            qk = apply_rotary(qk, cos, sin)
+            q, k = qk[:, :heads], qk[:, heads:]
+            v = qkv[:, heads + kv_heads :]
+            cache.write(index, slots, k[:, :, 0], v[:, :, 0])
+            keys, values = cache.gather(index, tables)
+            attended = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, enable_gqa=kv_heads != heads
+            )
+            x = x + self._gemm(attended.reshape(batch, heads * head_dim), packed.o, packed.o_bias)
+            h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
+            if packed.mlp is not None:
+                x = x + self._swiglu(h, packed.mlp)
+                continue
+            route = layer.mlp.gate(h)
+            out = self._experts(h, route.indices, route.weights, packed.experts)
+            if packed.shared is not None:
+                out = out + self._swiglu(h, packed.shared)
+            x = x + out
+        return model.lm_head(F.rms_norm(x, (x.shape[-1],), model.norm.weight, self.eps)).float()
