@@ -1,10 +1,15 @@
-"""Trainer throughput: RL training tokens/s of the tiny policy with and without packing, and peak memory.
+"""Trainer throughput: RL training tokens/s of the tiny policy by micro-batch layout, and peak memory.
 
 Each layout runs in its own child process (so that its peak memory is its own) on the same
-batch of sequences of mixed lengths: `packed` bin-packs them into rows of at most
-`--budget` tokens with block-diagonal attention; `padded` pads each to the longest of its
-micro-batch under the same budget. Training tokens/s counts real tokens only (padding is
-work, not progress). Prints one JSON object on its last line.
+batch: `padded` pads each sequence to the longest of its micro-batch under the `--budget`;
+`packed` bin-packs sequences into rows with block-diagonal attention; `shared` packs too, and
+computes the untrained beginnings that sequences have in common once (`overture.rl.prefix_sharing`).
+Two batches: `mixed`, sequences of spread-out lengths with nothing in common (prompt a quarter of
+each); `agent`, an RL batch as the agent makes it: every sequence starts with the same system
+message of `--system-tokens`, groups of `--group-size` share a task statement, then each has
+its own answer. Training tokens/s counts the sequences' own positions (padding and positions
+computed once for several sequences are neither counted twice nor skipped). Prints one JSON
+object on its last line.
 
     .venv/bin/python benchmarks/trainer.py [--config configs/tiny.toml] [--steps 5] [--budget 2048]
 """
@@ -28,6 +33,7 @@ import torch
 from overture.config import load_config
 from overture.model import Transformer
 from overture.rl.batching import build_micro_batches
+from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample
 from overture.rl.trainer import Trainer
 
@@ -44,23 +50,54 @@ def mixed_length_batch(
         length = rng.randint(shortest, longest)
         prompt = length // 4
         ids = [rng.randrange(vocab) for _ in range(length)]
-        logprobs = [0.0] * prompt + [-rng.uniform(0.1, 3.0) for _ in range(length - prompt)]
-        mask = [0] * prompt + [1] * (length - prompt)
-        samples.append(TrainingSample(ids, mask, logprobs, [0] * length, advantage=rng.uniform(-1, 1)))
+        samples.append(policy_sample(ids, prompt, rng))
     return samples
 
 
-def measure(args: argparse.Namespace, packing: bool) -> dict:
+def agent_batch(args: argparse.Namespace, vocab: int, seed: int) -> list[TrainingSample]:
+    """`--sequences` samples: one system message, a task per group, an answer (and tool output) each."""
+    rng = random.Random(seed)
+    system = [rng.randrange(vocab) for _ in range(args.system_tokens)]
+    samples = []
+    while len(samples) < args.sequences:
+        task = [rng.randrange(vocab) for _ in range(rng.randint(64, 256))]
+        for _ in range(min(args.group_size, args.sequences - len(samples))):
+            answer = [rng.randrange(vocab) for _ in range(rng.randint(args.shortest, args.longest))]
+            samples.append(policy_sample(system + task + answer, len(system) + len(task), rng))
+    return samples
+
+
+def policy_sample(ids: list[int], prompt: int, rng: random.Random) -> TrainingSample:
+    length = len(ids)
+    logprobs = [0.0] * prompt + [-rng.uniform(0.1, 3.0) for _ in range(length - prompt)]
+    mask = [0] * prompt + [1] * (length - prompt)
+    return TrainingSample(ids, mask, logprobs, [0] * length, advantage=rng.uniform(-1, 1))
+
+
+LAYOUTS = {"padded": (False, False), "packed": (True, False), "shared": (True, True)}
+
+
+def measure(args: argparse.Namespace, layout_name: str, batch: str) -> dict:
     """Median step time of `rl_step` on the batch in this process, and the layout's padding."""
-    overrides = [f"training.micro_batch_tokens={args.budget}", f"training.packing={str(packing).lower()}"]
+    packing, share = LAYOUTS[layout_name]
+    overrides = [
+        f"training.micro_batch_tokens={args.budget}",
+        f"training.packing={str(packing).lower()}",
+        f"training.share_prefixes={str(share).lower()}",
+    ]
     config = load_config(args.config, overrides)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     torch.manual_seed(0)
     model = Transformer(config.model).to(device)
     trainer = Trainer(model, config)
-    samples = mixed_length_batch(args.sequences, args.shortest, args.longest, config.model.vocab_size, 0)
-    layout = build_micro_batches(samples, [1.0] * len(samples), args.budget, packing)
-    real = sum(b.num_tokens for b in layout)
+    vocab = config.model.vocab_size
+    if batch == "agent":
+        samples = agent_batch(args, vocab, 0)
+    else:
+        samples = mixed_length_batch(args.sequences, args.shortest, args.longest, vocab, 0)
+    cost = position_cost(config.model) if share else None
+    layout = build_micro_batches(samples, [1.0] * len(samples), args.budget, packing, cost)
+    real = sum(len(s.token_ids) - 1 for s in samples)
     computed = sum(b.num_positions for b in layout)
     times = []
     for step in range(args.warmup + args.steps):
@@ -76,7 +113,7 @@ def measure(args: argparse.Namespace, packing: bool) -> dict:
     result = {
         "tokens_per_s": round(real / seconds),
         "positions_per_s": round(computed / seconds),
-        "padding_fraction": round(1 - real / computed, 4),
+        "positions_computed_per_token": round(computed / real, 4),
         "micro_batches": len(layout),
         "step_seconds": round(seconds, 4),
         "device": str(device),
@@ -88,8 +125,8 @@ def measure(args: argparse.Namespace, packing: bool) -> dict:
     return result
 
 
-def run_child(args: argparse.Namespace, packing: bool) -> dict:
-    command = [sys.executable, __file__, "--child", "packed" if packing else "padded", *forwarded(args)]
+def run_child(args: argparse.Namespace, layout: str, batch: str) -> dict:
+    command = [sys.executable, __file__, "--child", layout, "--batch", batch, *forwarded(args)]
     out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPO)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -98,6 +135,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     flags = ["--config", str(args.config), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     flags += ["--budget", str(args.budget), "--sequences", str(args.sequences)]
     flags += ["--shortest", str(args.shortest), "--longest", str(args.longest)]
+    flags += ["--system-tokens", str(args.system_tokens), "--group-size", str(args.group_size)]
     return flags + (["--cpu"] if args.cpu else [])
 
 
@@ -110,26 +148,39 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=32, help="sequences per step")
     parser.add_argument("--shortest", type=int, default=32)
     parser.add_argument("--longest", type=int, default=512)
+    parser.add_argument("--system-tokens", type=int, default=1536, help="agent batch: system message")
+    parser.add_argument("--group-size", type=int, default=4, help="agent batch: sequences per task")
+    parser.add_argument("--batches", default="mixed,agent")
     parser.add_argument("--cpu", action="store_true", help="stay on CPU even when CUDA is present")
-    parser.add_argument("--child", choices=["packed", "padded"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=list(LAYOUTS), help=argparse.SUPPRESS)
+    parser.add_argument("--batch", choices=["mixed", "agent"], default="mixed", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args, args.child == "packed")))
+        print(json.dumps(measure(args, args.child, args.batch)))
         return
-    packed, padded = run_child(args, True), run_child(args, False)
     summary = {
         "benchmark": "trainer",
         "config": os.path.relpath(args.config, REPO),
         "sequences_per_step": args.sequences,
-        "lengths": [args.shortest, args.longest],
+        "answer_lengths": [args.shortest, args.longest],
+        "system_tokens": args.system_tokens,
+        "group_size": args.group_size,
         "budget": args.budget,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
-        "packed": packed,
-        "padded": padded,
-        "packing_speedup": round(packed["tokens_per_s"] / padded["tokens_per_s"], 2),
     }
+    for batch in args.batches.split(","):
+        results = {layout: run_child(args, layout, batch) for layout in LAYOUTS}
+        for layout, result in results.items():
+            print(f"{batch:6s} {layout:7s} {result['tokens_per_s']:8,d} tokens/s, "
+                  f"{result['positions_computed_per_token']:.2f} positions per token")  # fmt: skip
+        rate = {layout: result["tokens_per_s"] for layout, result in results.items()}
+        summary[batch] = {
+            **results,
+            "packing_speedup": round(rate["packed"] / rate["padded"], 2),
+            "sharing_speedup": round(rate["shared"] / rate["packed"], 2),
+        }
     print(json.dumps(summary))
 
 

@@ -118,6 +118,11 @@ class TrainingConfig(Section):
         True,
         description="pack sequences into rows (block-diagonal attention); false = a padded row per sequence",
     )
+    share_prefixes: bool = Field(
+        True,
+        description="with packing, samples that begin with the same untrained tokens (an RL group's "
+        "prompt, a batch's system message) compute them once (overture.rl.prefix_sharing)",
+    )
     checkpoint_every: int = Field(
         0, ge=0, description="optimizer steps between checkpoints; 0 = only at the end"
     )

@@ -10,7 +10,10 @@ Two layouts:
   the longest sample, and rows are grouped into micro-batches of at most `token_budget`
   positions. Positions restart at 0 for every sample and a block-diagonal causal mask keeps
   attention inside each sample, so a packed sample sees exactly what it would see alone.
-  Padding is left only at the ends of rows the packing could not fill.
+  Padding is left only at the ends of rows the packing could not fill. With
+  `shared_prefix_cost` the units packed are not single samples but runs of samples that share
+  their untrained beginning, computed once (`overture.rl.prefix_sharing`); the mask then also
+  lets a position see the shared segments above its own.
 - **padded**: samples in their given order, one per row, as many rows per micro-batch as fit
   the budget when each is padded to the longest; the baseline `benchmarks/trainer.py`
   compares against.
@@ -31,6 +34,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from overture.rl.prefix_sharing import Segment, Unit, prefix_units
 from overture.rl.samples import TrainingSample
 
 PAD_SEQUENCE = -1
@@ -139,12 +143,26 @@ _DTYPES = {
 }
 
 
-def block_causal_mask(sequence_ids: torch.Tensor) -> torch.Tensor:
-    """B×1×T×T: position i may attend to j iff j <= i and both belong to the same sequence."""
-    same = sequence_ids[:, :, None] == sequence_ids[:, None, :]
-    length = sequence_ids.shape[-1]
-    causal = torch.ones(length, length, dtype=torch.bool, device=sequence_ids.device).tril()
-    return (same & causal)[:, None]
+def segment_causal_mask(segments: torch.Tensor, ancestors: list[torch.Tensor]) -> torch.Tensor:
+    """B×1×T×T: position i may attend to j iff j <= i and j's segment is i's or one above it.
+
+    `segments` (B×T) numbers each row's segments (padding has a segment of its own);
+    `ancestors[b]` is row b's S×S table, True where segment a may see segment c (itself included).
+    """
+    length = segments.shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    rows = [table[row[:, None], row[None, :]] for row, table in zip(segments, ancestors, strict=True)]
+    return (torch.stack(rows) & causal)[:, None]
+
+
+def _ancestor_table(parents: list[int | None]) -> torch.Tensor:
+    """(S + 1)×(S + 1): segment a sees segment c iff c is a or above it; the last is padding's."""
+    table = torch.eye(len(parents) + 1, dtype=torch.bool)
+    for segment, parent in enumerate(parents):
+        while parent is not None:
+            table[segment, parent] = True
+            parent = parents[parent]
+    return table
 
 
 def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
@@ -153,15 +171,31 @@ def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
     for key, pad in _PADDING.items():
         data = [row[key] + [pad] * (width - len(row[key])) for row in rows]
         tensors[key] = torch.tensor(data, dtype=_DTYPES.get(key, torch.float32))
-    # A single sample per row needs no mask: plain causal attention is already right, and
+    # A single segment per row needs no mask: plain causal attention is already right, and
     # padding sits after the real tokens where nothing real attends to it.
-    several = packed and any(len(set(row["sequence_ids"])) > 1 for row in rows)
-    mask = block_causal_mask(tensors["sequence_ids"]) if several else None
+    mask = None
+    if packed and any(len(row["parents"]) > 1 for row in rows):
+        segments = torch.tensor(
+            [row["segment"] + [len(row["parents"])] * (width - len(row["segment"])) for row in rows]
+        )
+        mask = segment_causal_mask(segments, [_ancestor_table(row["parents"]) for row in rows])
     return MicroBatch(attention_mask=mask, **tensors)
 
 
-def _concatenate(parts: list[dict[str, list]]) -> dict[str, list]:
-    return {key: [value for part in parts for value in part[key]] for key in parts[0]}
+def _unit_row(units: list[Unit], parts: list[dict[str, list]]) -> dict[str, list]:
+    """The units side by side in one row: their positions' lists, each position's segment (numbered
+    across the row) and each segment's parent."""
+    row: dict[str, list] = {key: [] for key in _PADDING}
+    row["segment"], row["parents"] = [], []
+    for unit in units:
+        offset = len(row["parents"])
+        for number, segment in enumerate(unit.segments):
+            part = parts[segment.sample]
+            for key in _PADDING:
+                row[key] += part[key][segment.start : segment.end]
+            row["segment"] += [offset + number] * segment.length
+            row["parents"].append(None if segment.parent is None else offset + segment.parent)
+    return row
 
 
 def build_micro_batches(
@@ -169,8 +203,13 @@ def build_micro_batches(
     weights: Sequence[float],
     token_budget: int,
     packing: bool = True,
+    shared_prefix_cost: float | None = None,
 ) -> list[MicroBatch]:
-    """Lay out `samples` (with per-sample aggregation weights) as micro-batches."""
+    """Lay out `samples` (with per-sample aggregation weights) as micro-batches.
+
+    With `packing` and a `shared_prefix_cost` (one position's work in attention pairs, as
+    `overture.rl.prefix_sharing.position_cost` estimates it), common untrained prefixes are
+    computed once; with None every sample is packed whole."""
     if len(weights) != len(samples):
         raise ValueError(f"got {len(weights)} aggregation weights for {len(samples)} samples")
     if not samples:
@@ -179,12 +218,27 @@ def build_micro_batches(
     lengths = [len(part["input_ids"]) for part in parts]
     if not packing:
         return [_collate([parts[i] for i in group], False) for group in pad_indices(lengths, token_budget)]
-    # Rows as long as the longest sample: every sample fits one, and attention (quadratic in
-    # the row) costs no more than that sample alone would; the budget sets rows per micro-batch.
+    if shared_prefix_cost is not None:
+        units = prefix_units(samples, token_budget, shared_prefix_cost)
+    else:
+        units = [Unit([Segment(i, 0, n, None)], 1) for i, n in enumerate(lengths)]
+    # Rows as long as the longest sample: every sample fits one, and attention (quadratic in the
+    # row) costs no more than that sample alone would. A unit of shared prefixes longer than that
+    # gets a row of its own. Rows of about equal width share a micro-batch within the budget.
     row_tokens = max(lengths)
-    rows = [_concatenate([parts[i] for i in row]) for row in pack_indices(lengths, row_tokens)]
-    per_batch = max(1, token_budget // row_tokens)
-    return [_collate(rows[i : i + per_batch], True) for i in range(0, len(rows), per_batch)]
+    rows = [
+        _unit_row([units[i] for i in row], parts)
+        for row in pack_indices([u.length for u in units], row_tokens)
+    ]
+    batches: list[list[dict[str, list]]] = []
+    width = 0
+    for row in sorted(rows, key=lambda r: -len(r["input_ids"])):
+        if batches and (len(batches[-1]) + 1) * width <= token_budget:
+            batches[-1].append(row)
+        else:
+            batches.append([row])
+            width = len(row["input_ids"])
+    return [_collate(rows_of_batch, True) for rows_of_batch in batches]
 
 
 def rank_shares(lengths: Sequence[int], ranks: int) -> list[list[int]]:

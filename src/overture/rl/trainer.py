@@ -67,6 +67,7 @@ from overture.rl.losses import (
     summarize_stats,
 )
 from overture.rl.optim import MasterWeights, build_optimizer, learning_rate, set_learning_rate
+from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample
 
 
@@ -166,7 +167,8 @@ class Trainer:
             share = rank_shares([sample_positions(s) for s in samples], self.meshes.world_size)
             mine = share[self.meshes.rank]
             samples, weights = [samples[i] for i in mine], [weights[i] for i in mine]
-        batches = build_micro_batches(samples, weights, training.micro_batch_tokens, training.packing)
+        share = position_cost(self.model.config) if training.share_prefixes else None
+        batches = build_micro_batches(samples, weights, training.micro_batch_tokens, training.packing, share)
         if self.meshes is not None:
             (most,) = all_reduce_floats([len(batches)], self.meshes, op="max")
             batches += [padding_micro_batch() for _ in range(int(most) - len(batches))]
@@ -218,7 +220,7 @@ class Trainer:
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
         loss_sum, aux_sum = all_reduce_floats([loss_sum, aux_sum], self.meshes)
         metrics = {"loss": loss_sum, "aux_loss": aux_sum, **self.optimizer_step()}
-        metrics["tokens_per_s"] = step_tokens / (time.perf_counter() - started)
+        metrics["tokens_per_s"] = sum(map(sample_positions, samples)) / (time.perf_counter() - started)
         return metrics
 
     @torch.no_grad()
@@ -249,7 +251,7 @@ class Trainer:
         proximal = self._proximal_logprobs(plans)
         metrics: dict[str, float] = {}
         for index, batches in enumerate(plans):
-            metrics = self._rl_update(batches, proximal[index])
+            metrics = self._rl_update(batches, proximal[index], sum(map(sample_positions, parts[index])))
         metrics["minibatches"] = rl.minibatches
         return metrics
 
@@ -272,7 +274,11 @@ class Trainer:
             return [[b.behavior_logprobs for b in batches] for batches in plans]
         return [[self._logprobs_without_grad(self.model, b) for b in batches] for batches in plans]
 
-    def _rl_update(self, batches: list[MicroBatch], proximal: list[torch.Tensor | None]) -> dict[str, float]:
+    def _rl_update(
+        self, batches: list[MicroBatch], proximal: list[torch.Tensor | None], positions: int
+    ) -> dict[str, float]:
+        """One optimizer step on a minibatch's micro-batches (`positions`: its samples' own, for the
+        throughput metric; shared prefixes are computed once but count for every sample)."""
         started = time.perf_counter()
         self.model.train()
         rl = self.config.rl
@@ -317,7 +323,7 @@ class Trainer:
             version_lag_max=lag_max,
         )
         metrics.update(self.optimizer_step())
-        metrics["tokens_per_s"] = step_tokens / (time.perf_counter() - started)
+        metrics["tokens_per_s"] = positions / (time.perf_counter() - started)
         return metrics
 
     def _combined_rl_stats(
