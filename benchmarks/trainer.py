@@ -11,7 +11,7 @@ its own answer. Training tokens/s counts the sequences' own positions (padding a
 computed once for several sequences are neither counted twice nor skipped). Prints one JSON
 object on its last line.
 
-    .venv/bin/python benchmarks/trainer.py [--config configs/tiny.toml] [--steps 5] [--budget 2048]
+    .venv/bin/python benchmarks/trainer.py [--config configs/tiny.toml] [--steps 5] [--budget TOKENS]
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--config", default=str(REPO / "configs" / "tiny.toml"))
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--budget", type=int, default=2048, help="micro-batch token budget")
+    parser.add_argument("--budget", type=int, help="micro-batch token budget (default: the config's)")
     parser.add_argument("--sequences", type=int, default=32, help="sequences per step")
     parser.add_argument("--shortest", type=int, default=32)
     parser.add_argument("--longest", type=int, default=512)
@@ -155,6 +155,8 @@ def main() -> None:
     parser.add_argument("--child", choices=list(LAYOUTS), help=argparse.SUPPRESS)
     parser.add_argument("--batch", choices=["mixed", "agent"], default="mixed", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.budget is None:
+        args.budget = load_config(args.config).training.micro_batch_tokens
     if args.child:
         print(json.dumps(measure(args, args.child, args.batch)))
         return
