@@ -4,11 +4,13 @@ partial rollouts that are aborted and resumed, sandbox deaths, and configuration
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator
 
 from overture.agent import Trajectory
-from overture.rl.orchestrator import StepReport, check_config
+from overture.rl.orchestrator import Orchestrator, StepReport, check_config
 from overture.rl.rollout_groups import TaskQueue, admissible, policy_versions, staleness
 
 
@@ -162,3 +164,80 @@ def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(numb
     taken = [queue.next() for _ in range(3)]
     queue.requeue(taken[1])
     assert queue.next() is taken[1]
+
+
+class ScriptedGroup:
+    """A group that needs `work` turns of the event loop while not paused; counts its pauses."""
+
+    def __init__(self, task, group_id: str, work: int, versions: list[int]) -> None:
+        self.task, self.group_id, self.work = task, group_id, work
+        self.versions = versions  # the engine version each turn runs under, appended as it goes
+        self.pauses = 0
+        self._gate = asyncio.Event()
+        self._gate.set()
+
+    def pause(self) -> None:
+        self.pauses += 1
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    async def run(self) -> list[Trajectory]:
+        made = []
+        for _ in range(self.work):
+            await self._gate.wait()
+            made.append(self.versions[-1])
+            await asyncio.sleep(0)
+        return [trajectory_with_versions(made) for _ in range(2)]
+
+
+class ScriptedRollouts:
+    def __init__(self, works: list[int], engine) -> None:
+        self.works, self.engine, self.groups = list(works), engine, []
+
+    def start(self, task, group_id: str) -> ScriptedGroup:
+        self.groups.append(ScriptedGroup(task, group_id, self.works.pop(0), self.engine.served))
+        return self.groups[-1]
+
+    async def take_stats(self) -> dict[str, float]:
+        return {"aborted": 0, "resumed": 0, "retried": 0, "failed": 0, "tokens": 0, "idle_s": 0.0}
+
+
+class CountingEngine:
+    def __init__(self) -> None:
+        self.served = [0]
+
+    @property
+    def version(self) -> int:
+        return self.served[-1]
+
+    async def update_weights(self, weights, version: int) -> None:
+        self.served.append(version)
+
+
+class CountingTrainer:
+    version = 0
+
+    async def train(self, trajectories) -> dict[str, float]:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        self.version += 1
+        return {}
+
+    async def export_weights(self) -> dict:
+        return {}
+
+
+def test_a_group_resumed_at_a_weight_update_is_not_cut_again_at_the_next_batch(numbers_tasks):
+    # B = 1, O = 2: a quick group and a straggler start; the quick one makes batch 1, so the
+    # straggler is paused for the update and resumed after it. A group started then makes batch
+    # 2 at once; the straggler, already under the newest weights, runs on instead of being cut.
+    config = run_config(batch_groups=1, overprovision=2.0, staleness=2)
+    engine, trainer = CountingEngine(), CountingTrainer()
+    rollouts = ScriptedRollouts([1, 60, 1, 1, 1], engine)
+    orchestrator = Orchestrator(config, numbers_tasks, engine, trainer, rollouts)
+    reports = asyncio.run(orchestrator.run(2))
+    assert [r.version for r in reports] == [1, 2]
+    quick, straggler = rollouts.groups[:2]
+    assert quick.pauses == 0 and straggler.pauses == 1

@@ -11,7 +11,10 @@ One code path, three modes by configuration (DESIGN.md decisions 2-3):
   complete every episode still in flight is aborted (its tokens, logprobs and versions kept,
   its sandbox held) and the trainer runs, while new groups take the B places the batch freed
   under the old weights; after the weight update the aborted episodes resume, with what is
-  left of their budgets. Groups stay whole.
+  left of their budgets. Groups stay whole. A group resumed at the last weight update is not
+  aborted again at the next batch: it already generates under the newest weights, and cutting
+  it would only redo its prefill (the next batch is often complete at once, from the groups
+  that ran during training, so without this a resumed group would be cut before it moved on).
 
 Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are in
 flight and the groups started (less those dropped) stay below (η + v + 1) × B, v being the
@@ -249,6 +252,7 @@ class Orchestrator:
         self.rollouts = rollouts
         self.version = trainer.version
         self._in_flight: dict[asyncio.Task, GroupRun] = {}
+        self._just_resumed: set[asyncio.Task] = set()  # paused at the last batch, released since
         self._complete: list[tuple[GroupRun, list[Trajectory]]] = []
         self._started = 0  # groups started and not dropped (AReaL's accepted + running)
         self._dropped = 0
@@ -295,9 +299,11 @@ class Orchestrator:
         self, batch: list[tuple[GroupRun, list[Trajectory]]], step: int, since: float
     ) -> StepReport:
         """Pause (partial mode), train, push the weights, resume; the step's report."""
-        paused = list(self._in_flight.values()) if self.partial else []
-        for group in paused:
-            group.pause()
+        # Groups resumed at the last weight update already generate under the newest weights:
+        # cutting them again now would only redo their prefill, so they run on.
+        paused = [r for r in self._in_flight if r not in self._just_resumed] if self.partial else []
+        for runner in paused:
+            self._in_flight[runner].pause()
         # The places the batch frees go to new groups, which run under the old weights while the
         # trainer works (within the staleness capacity: none with η = 0, which is sync).
         self._fill()
@@ -318,8 +324,10 @@ class Orchestrator:
                     f"the engine serves version {self.engine.version} after an update to version {version}"
                 )
         self.version = version
-        for group in paused:
-            group.release()  # resumed first: they are released before any new group starts
+        for runner in paused:
+            if runner in self._in_flight:
+                self._in_flight[runner].release()  # resumed first: before any new group starts
+        self._just_resumed = set(paused)
         self._fill()
         counts = await self.rollouts.take_stats()
         return self._report(step, trajectories, trained_under, metrics, training_s, since, counts)
