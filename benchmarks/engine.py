@@ -226,8 +226,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         save_pretrained(model, directory)
         hf_model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(args.device).eval()
+        # No prefix cache: the runs repeat their prompts, and each side must compute them.
         engine = Engine.from_pretrained(
-            directory, device=args.device, max_batch_size=64, kv_cache_tokens=16384
+            directory, device=args.device, max_batch_size=64, kv_cache_tokens=16384, prefix_caching=False
         )
     batches = [int(b) for b in args.batches.split(",")]
     try:

@@ -58,7 +58,8 @@ def test_prefix_sharing_gives_the_result_of_no_sharing_with_fewer_blocks(model):
     prompt = list(range(3, 33))  # 30 tokens: 7 full blocks of 4 and a partial one
     results, peaks = {}, {}
     for sharing in (True, False):
-        with Engine(model, kv_block_size=4, kv_cache_tokens=512, prefix_sharing=sharing) as engine:
+        options = dict(prefix_sharing=sharing, prefix_caching=sharing)  # the cache would share too
+        with Engine(model, kv_block_size=4, kv_cache_tokens=512, **options) as engine:
             handles = engine.submit_group(prompt, n=6, max_new_tokens=12, temperature=1.0, seed=3)
             results[sharing] = [h.result() for h in handles]
             peaks[sharing] = engine.stats()["kv_blocks_peak"]

@@ -209,6 +209,12 @@ class EngineConfig(Section):
     prefix_sharing: bool = Field(
         True, description="requests admitted together with the same prompt share its prefill and KV blocks"
     )
+    prefix_caching: bool = Field(
+        True,
+        description="full KV blocks stay indexed by their tokens after use, so a request that starts "
+        "the same way (a shared system prompt, the next turn of a conversation) prefills only the rest; "
+        "forgotten at every weight update",
+    )
     precision: Literal["fp32", "bf16", "mxfp8"] | None = Field(
         None, description="GEMM precision to serve in; unset = the model's own (model.precision)"
     )

@@ -238,6 +238,7 @@ class Engine:
         def swap() -> None:
             apply_update(pairs)
             self._scheduler.forward.decoder.pack()
+            self._scheduler.invalidate_prefix_cache()
             self._version = version
 
         self._call(swap)
@@ -253,6 +254,9 @@ class Engine:
             "kv_blocks_peak": self._scheduler.peak_blocks_used,
             "steps": self._scheduler.steps,
             "preemptions": self._scheduler.preemptions,
+            "kv_blocks_cached": pool.num_cached,
+            "prefill_tokens": self._scheduler.prefill_tokens,
+            "prefix_cache_hit_tokens": self._scheduler.prefix_hit_tokens,
             "kv_cache_bytes": self.cache.nbytes,
         }
 

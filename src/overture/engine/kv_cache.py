@@ -9,9 +9,16 @@ only ever writes into blocks it alone holds.
 
 Block 0 is a scratch block that is never handed out: padding tokens write there and padded
 block-table entries point there, where the attention mask hides them.
+
+Prefix caching: full blocks stay indexed by the digest of the tokens up to their end after their
+sequences release them, until their space is needed or the weights change (`BlockPool`).
 """
 
 from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict
 
 import torch
 
@@ -23,7 +30,15 @@ class OutOfBlocks(RuntimeError):
 
 
 class BlockPool:
-    """Free list and reference counts of the cache's blocks."""
+    """Free list and reference counts of the cache's blocks, and the prefix cache's index.
+
+    A full block whose keys and values were computed under the current weights can be
+    registered under the digest of the tokens up to its end (`block_digests`). When the last
+    holder releases it, it stays *evictable* rather than free: a later request whose tokens
+    start the same way takes it back (`match`) instead of computing it again. Evictable blocks
+    count as free; `allocate` hands out truly free blocks first, then evicts the least recently
+    released. `clear_cache` forgets every registration (new weights make the cached values stale).
+    """
 
     def __init__(self, num_blocks: int) -> None:
         if num_blocks < 2:
@@ -32,10 +47,19 @@ class BlockPool:
         self._refs = [0] * num_blocks
         # Popping from the end hands out low ids first, which keeps early runs easy to read.
         self._free = list(range(num_blocks - 1, SCRATCH_BLOCK, -1))
+        self._by_digest: dict[bytes, int] = {}
+        self._digest_of: dict[int, bytes] = {}
+        self._evictable: OrderedDict[int, None] = OrderedDict()  # registered, held by no one; LRU first
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        """Blocks `allocate` can hand out (free or evictable)."""
+        return len(self._free) + len(self._evictable)
+
+    @property
+    def num_cached(self) -> int:
+        """Registered blocks (held or evictable)."""
+        return len(self._digest_of)
 
     @property
     def capacity(self) -> int:
@@ -43,28 +67,73 @@ class BlockPool:
         return self.num_blocks - 1
 
     def allocate(self, count: int = 1) -> list[int]:
-        if count > len(self._free):
-            raise OutOfBlocks(f"asked for {count} KV blocks, {len(self._free)} free")
-        blocks = [self._free.pop() for _ in range(count)]
-        for block in blocks:
+        if count > self.num_free:
+            raise OutOfBlocks(f"asked for {count} KV blocks, {self.num_free} free")
+        blocks = []
+        for _ in range(count):
+            if self._free:
+                block = self._free.pop()
+            else:
+                block, _ = self._evictable.popitem(last=False)
+                del self._by_digest[self._digest_of.pop(block)]
             self._refs[block] = 1
+            blocks.append(block)
         return blocks
 
     def share(self, blocks: list[int]) -> None:
-        """Another sequence now also holds `blocks`."""
+        """Another sequence now also holds `blocks` (evictable ones are taken back)."""
         for block in blocks:
             self._refs[block] += 1
+            self._evictable.pop(block, None)
 
     def release(self, blocks: list[int]) -> None:
         for block in blocks:
             self._refs[block] -= 1
             if self._refs[block] == 0:
-                self._free.append(block)
+                if block in self._digest_of:
+                    self._evictable[block] = None
+                else:
+                    self._free.append(block)
             elif self._refs[block] < 0:
                 raise RuntimeError(f"KV block {block} released more often than held")
 
     def refcount(self, block: int) -> int:
         return self._refs[block]
+
+    def register(self, digests: list[bytes], blocks: list[int]) -> None:
+        """Index held full blocks by the digests of the tokens up to their ends (first wins)."""
+        for digest, block in zip(digests, blocks, strict=False):
+            if digest not in self._by_digest and block not in self._digest_of:
+                self._by_digest[digest] = block
+                self._digest_of[block] = digest
+
+    def match(self, digests: list[bytes]) -> list[int]:
+        """The registered blocks of the longest run of leading `digests` (not yet shared)."""
+        found = []
+        for digest in digests:
+            block = self._by_digest.get(digest)
+            if block is None:
+                break
+            found.append(block)
+        return found
+
+    def clear_cache(self) -> None:
+        """Forget every registration; evictable blocks become free."""
+        self._free.extend(self._evictable)
+        self._evictable.clear()
+        self._by_digest.clear()
+        self._digest_of.clear()
+
+
+def block_digests(tokens: list[int], block_size: int, count: int) -> list[bytes]:
+    """Digests of the first `count` full blocks of `tokens`: block i's covers tokens up to its
+    end (chained through block i - 1's), so equal digests mean equal prefixes."""
+    digests, previous = [], b""
+    for index in range(count):
+        chunk = tokens[index * block_size : (index + 1) * block_size]
+        previous = hashlib.blake2b(previous + array("q", chunk).tobytes(), digest_size=16).digest()
+        digests.append(previous)
+    return digests
 
 
 class PagedKVCache:

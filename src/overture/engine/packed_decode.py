@@ -2,7 +2,8 @@
 
 A decode step is one token per sequence, so on small models its time is the number of ops, not
 their arithmetic (a CPU op costs microseconds however small its tensors). This path computes the
-same function as the model's modules with fewer ops:
+same function as the model's modules with fewer ops, for one new token per sequence (decode) or
+several (the rest of a prompt whose beginning the prefix cache holds):
 
 - q, k and v come from one GEMM against the concatenated projection weights, and q and k are
   normalised and rotated together;
@@ -187,36 +188,50 @@ class PackedDecoder:
         return (out.view(tokens, top_k, dim) * weights[..., None]).sum(1)
 
     @torch.inference_mode()
-    def decode(
+    def forward(
         self,
         tokens: torch.Tensor,
         positions: torch.Tensor,
         cache: PagedKVCache,
         tables: torch.Tensor,
         slots: torch.Tensor,
+        last: torch.Tensor,
     ) -> torch.Tensor:
-        """B×V logits of token i at `positions[i]` of the sequence whose block table is row i of
-        `tables`; its key and value are written to cache slot `slots[i]` first."""
+        """B×V logits of row b's token `last[b]`, for rows of T new tokens (B×T `tokens` at
+        `positions`) of the sequences whose block tables are the rows of `tables`.
+
+        The new tokens' keys and values are written to the flat cache `slots` (B·T) first, then
+        each token attends to every cached key of its sequence up to its own position. A decode
+        step is T = 1; a prefill after a cached prefix is the prompt's rest. Rows shorter than T
+        are right-padded with tokens written to the scratch block, whose outputs nothing reads.
+        """
         model = self.model
-        batch = tokens.shape[0]
+        batch, length = tokens.shape
+        rows = batch * length
         heads, kv_heads, head_dim = self.num_heads, self.num_kv_heads, self.head_dim
         key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
-        mask = (key_positions[None, :] <= positions[:, None])[:, None, None, :]
-        x = model.embed_tokens(tokens)
-        cos, sin = model.rotary(positions[:, None], x.dtype)
+        mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
+        x = model.embed_tokens(tokens).view(rows, -1)
+        cos, sin = model.rotary(positions, x.dtype)
         for index, (layer, packed) in enumerate(zip(model.layers, self.layers, strict=True)):
             h = F.rms_norm(x, (x.shape[-1],), layer.input_layernorm.weight, self.eps)
-            qkv = self._gemm(h, packed.qkv, packed.qkv_bias).view(batch, heads + 2 * kv_heads, 1, head_dim)
+            qkv = self._gemm(h, packed.qkv, packed.qkv_bias).view(batch, length, -1, head_dim).transpose(1, 2)
             qk = F.rms_norm(qkv[:, : heads + kv_heads], (head_dim,), None, self.eps) * packed.qk_norm[:, None]
             qk = apply_rotary(qk, cos, sin)
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, heads + kv_heads :]
-            cache.write(index, slots, k[:, :, 0], v[:, :, 0])
+            cache.write(
+                index,
+                slots,
+                k.transpose(1, 2).reshape(rows, kv_heads, head_dim),
+                v.transpose(1, 2).reshape(rows, kv_heads, head_dim),
+            )
             keys, values = cache.gather(index, tables)
             attended = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, enable_gqa=kv_heads != heads
             )
-            x = x + self._gemm(attended.reshape(batch, heads * head_dim), packed.o, packed.o_bias)
+            attended = attended.transpose(1, 2).reshape(rows, heads * head_dim)
+            x = x + self._gemm(attended, packed.o, packed.o_bias)
             h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
             if packed.mlp is not None:
                 x = x + self._swiglu(h, packed.mlp)
@@ -226,4 +241,6 @@ class PackedDecoder:
             if packed.shared is not None:
                 out = out + self._swiglu(h, packed.shared)
             x = x + out
+        if length > 1:
+            x = x.view(batch, length, -1)[torch.arange(batch, device=x.device), last]
         return model.lm_head(F.rms_norm(x, (x.shape[-1],), model.norm.weight, self.eps)).float()

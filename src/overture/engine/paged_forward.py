@@ -10,6 +10,7 @@ projection, attention, dense MLP or MoE block, LM head. Two entry points:
 - `decode`: one new token per sequence, through `PackedDecoder` (the same function in fewer ops,
   from packed weights); its keys/values are written, then the query attends to every cached key
   of its sequence through a boolean mask (position ≤ the token's own).
+- `extend`: the same for the rest of a prompt whose beginning the prefix cache already holds.
 """
 
 from __future__ import annotations
@@ -67,4 +68,28 @@ class PagedForward:
         width = max(len(t) for t in tables)
         padded = self._tensor([t + [SCRATCH_BLOCK] * (width - len(t)) for t in tables])
         slots = self._tensor(slot_indices(tables, [[p] for p in positions], self.cache.block_size))
-        return self.decoder.decode(self._tensor(tokens), self._tensor(positions), self.cache, padded, slots)
+        last = self._tensor([0] * len(tokens))
+        return self.decoder.forward(
+            self._tensor(tokens)[:, None], self._tensor(positions)[:, None], self.cache, padded, slots, last
+        )
+
+    @torch.inference_mode()
+    def extend(self, tokens: list[list[int]], starts: list[int], tables: list[list[int]]) -> torch.Tensor:
+        """Prefill after a cached prefix: `tokens[i]` from position `starts[i]` on (the cache
+        holds the keys and values before it, in the blocks of `tables[i]`); B×V logits of each
+        row's last token."""
+        block = self.cache.block_size
+        width = max(len(row) for row in tokens)
+        blocks = max(len(t) for t in tables)
+        ids, positions, slots = [], [], []
+        for row, start, table in zip(tokens, starts, tables, strict=True):
+            pad = width - len(row)
+            ids.append(row + [0] * pad)
+            positions.append(list(range(start, start + len(row))) + [0] * pad)
+            slots += slot_indices([table], [range(start, start + len(row))], block)
+            slots += [SCRATCH_BLOCK * block] * pad
+        padded = self._tensor([t + [SCRATCH_BLOCK] * (blocks - len(t)) for t in tables])
+        last = self._tensor([len(row) - 1 for row in tokens])
+        return self.decoder.forward(
+            self._tensor(ids), self._tensor(positions), self.cache, padded, self._tensor(slots), last
+        )

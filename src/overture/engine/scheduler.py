@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
+import torch
+
 from overture.config import EngineConfig
 from overture.engine.cpu_tuning import intra_op_threads
-from overture.engine.kv_cache import PagedKVCache
+from overture.engine.kv_cache import PagedKVCache, block_digests
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion
 from overture.engine.sampling import BatchSampling, sample
@@ -45,6 +47,10 @@ class Scheduler:
         self.preemptions = 0
         # Decode steps (forward and sampling) run on fewer intra-op threads on CPU; see cpu_tuning.
         self.decode_threads = config.decode_threads if forward.device.type == "cpu" else 0
+        # Prefix cache: blocks are registered only while computed under the weights of this epoch.
+        self.cache_epoch = 0
+        self.prefill_tokens = 0  # prompt tokens computed by prefills
+        self.prefix_hit_tokens = 0  # prompt tokens a prefix-cache hit spared
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -71,12 +77,18 @@ class Scheduler:
 
     def fail_all(self, error: BaseException) -> None:
         """After an internal error: fail every request and give back every block."""
+        self.invalidate_prefix_cache()  # a step cut short may have left blocks half written
         for seq in [*self.running, *self.waiting]:
             self._release(seq)
             if not seq.future.done():
                 seq.future.set_exception(error)
         self.running.clear()
         self.waiting.clear()
+
+    def invalidate_prefix_cache(self) -> None:
+        """New weights: no cached block may be served again, nor one computed until now registered."""
+        self.cache.pool.clear_cache()
+        self.cache_epoch += 1
 
     # ------------------------------------------------------------------ the step
 
@@ -97,39 +109,65 @@ class Scheduler:
         self.peak_blocks_used = max(self.peak_blocks_used, pool.capacity - pool.num_free)
 
     def _admit(self) -> list[list[Sequence]]:
-        """Move waiting requests into the batch; groups of requests that share one prefill row."""
+        """Move waiting requests into the batch; groups of requests that share one prefill row.
+
+        A request whose leading full blocks are in the prefix cache takes them (they are pinned
+        at once) and prefills only the rest. One whose next uncached block another request
+        admitted in this step will compute waits a step, to find it cached then."""
         groups: dict[tuple[int, ...], list[Sequence]] = {}
-        free = self.cache.pool.num_free
+        pool = self.cache.pool
+        free = pool.num_free
         prefill_tokens = 0
         block = self.cache.block_size
+        computing: set[bytes] = set()  # digests of the blocks this step's prefills will fill
         while self.waiting and len(self.running) < self.config.max_batch_size:
             seq = self.waiting[0]
             key = tuple(seq.tokens()) if self.config.prefix_sharing else (seq.request_id, *seq.tokens())
             follower = key in groups  # same tokens as a request admitted earlier in this step
+            digests, hit = self._cached_prefix(seq) if not follower else ([], [])
+            if len(hit) < len(digests) and digests[len(hit)] in computing:
+                break
             # Room for the tokens and the next one; a follower only needs its own copy of the
-            # partly filled last block.
-            need = (1 if len(seq) % block else 0) if follower else self.cache.blocks_for(len(seq) + 1)
-            new_tokens = 0 if follower else len(seq)
+            # partly filled last block; cached blocks no one holds leave the free count when taken.
+            if follower:
+                need = 1 if len(seq) % block else 0
+            else:
+                need = self.cache.blocks_for(len(seq) + 1) - len(hit)
+                need += sum(1 for b in hit if pool.refcount(b) == 0)
+            new_tokens = 0 if follower else len(seq) - len(hit) * block
             over_budget = prefill_tokens and prefill_tokens + new_tokens > self.config.max_prefill_tokens
             if need > free or over_budget:
                 break
             self.waiting.popleft()
+            pool.share(hit)
+            seq.hit = hit
+            computing.update(digests[len(hit) :])
             free -= need
             prefill_tokens += new_tokens
             groups.setdefault(key, []).append(seq)
             self.running.append(seq)
         return list(groups.values())
 
+    def _cached_prefix(self, seq: Sequence) -> tuple[list[bytes], list[int]]:
+        """Digests of `seq`'s full blocks before its last token (that one is always computed, for
+        its logits), and the cached blocks of the longest run of them in the prefix cache."""
+        if not self.config.prefix_caching:
+            return [], []
+        digests = block_digests(seq.tokens(), self.cache.block_size, (len(seq) - 1) // self.cache.block_size)
+        return digests, self.cache.pool.match(digests)
+
     def _prefill(self, groups: list[list[Sequence]], version: int) -> None:
         pool, block = self.cache.pool, self.cache.block_size
         leaders = [group[0] for group in groups]
         for seq in leaders:
-            seq.blocks = pool.allocate(self.cache.blocks_for(len(seq)))
-        logits = self.forward.prefill([seq.tokens() for seq in leaders], [seq.blocks for seq in leaders])
+            seq.blocks = seq.hit + pool.allocate(self.cache.blocks_for(len(seq)) - len(seq.hit))
+        logits = self._prefill_logits(leaders)
         rows, members = [], []
         for row, group in enumerate(groups):
             leader = group[0]
             full = len(leader) // block
+            if self.config.prefix_caching:
+                pool.register(block_digests(leader.tokens(), block, full), leader.blocks[:full])
             for seq in group:
                 if seq is not leader:
                     seq.blocks = leader.blocks[:full]
@@ -139,9 +177,35 @@ class Scheduler:
                         self.cache.copy_block(leader.blocks[full], own)
                         seq.blocks.append(own)
                 seq.cached = len(seq)
+                seq.cache_epoch = self.cache_epoch
                 rows.append(row)
                 members.append(seq)
         self._sample_into(members, logits[rows] if len(rows) != len(groups) else logits, version)
+
+    def _prefill_logits(self, leaders: list[Sequence]) -> torch.Tensor:
+        """Logits of each leader's last token: whole prompts through the model's own forward,
+        prompts with a cached beginning through the packed path from where the cache ends."""
+        block = self.cache.block_size
+        whole = [i for i, seq in enumerate(leaders) if not seq.hit]
+        rest = [i for i, seq in enumerate(leaders) if seq.hit]
+        parts = []
+        if whole:
+            chosen = [leaders[i] for i in whole]
+            parts.append(self.forward.prefill([s.tokens() for s in chosen], [s.blocks for s in chosen]))
+        if rest:
+            chosen = [leaders[i] for i in rest]
+            starts = [len(s.hit) * block for s in chosen]
+            tokens = [s.tokens()[start:] for s, start in zip(chosen, starts, strict=True)]
+            parts.append(self.forward.extend(tokens, starts, [s.blocks for s in chosen]))
+        for seq in leaders:
+            self.prefix_hit_tokens += len(seq.hit) * block
+            self.prefill_tokens += len(seq) - len(seq.hit) * block
+            seq.hit = []
+        logits = torch.cat(parts)
+        order = whole + rest
+        if order == sorted(order):
+            return logits
+        return logits[torch.tensor([order.index(i) for i in range(len(leaders))], device=logits.device)]
 
     def _decode(self, version: int) -> None:
         self._reserve_next_slots()
@@ -208,6 +272,12 @@ class Scheduler:
         return completion
 
     def _release(self, seq: Sequence) -> None:
+        if self.config.prefix_caching and seq.cache_epoch == self.cache_epoch and seq.blocks:
+            # Its full blocks stay findable (prompt and tokens so far) until evicted or invalidated.
+            full = seq.cached // self.cache.block_size
+            self.cache.pool.register(
+                block_digests(seq.tokens(), self.cache.block_size, full), seq.blocks[:full]
+            )
         self.cache.pool.release(seq.blocks)
         seq.blocks = []
         seq.cached = 0
