@@ -176,6 +176,40 @@ def prefill_figures(engine, hf_model, batch: int, length: int, repeats: int) -> 
     return {"batch": batch, "prompt_len": length, **rates(best, batch * length)}
 
 
+def prefix_cache_figures(model, shared: int, own: int, batch: int, repeats: int) -> dict:
+    """Prompt tokens/s of `batch` prompts that share their first `shared` tokens (a system
+    message) and have `own` new tokens each (fresh ones every run), with the prefix cache (the
+    shared blocks computed by an earlier request) and without it."""
+    gen = torch.Generator().manual_seed(5)
+    system = torch.randint(3, BENCH_MODEL.vocab_size, (shared,), generator=gen).tolist()
+    runs = iter(range(10**6))
+
+    def fresh_prompts(engine: Engine):
+        def run():
+            own_tokens = prompts_for(batch, own, BENCH_MODEL.vocab_size, seed=100 + next(runs))
+            engine.generate([system + p for p in own_tokens], max_new_tokens=1, temperature=1.0, seed=0)
+
+        return run
+
+    with (
+        Engine(model, max_batch_size=64, kv_cache_tokens=65536) as cached,
+        Engine(model, max_batch_size=64, kv_cache_tokens=65536, prefix_caching=False) as plain,
+    ):
+        cached.generate([[*system, 3]], max_new_tokens=1)  # an earlier request with the same system message
+        best = compare(
+            {"engine": fresh_prompts(cached), "engine_without_cache": fresh_prompts(plain)}, repeats
+        )
+        stats = cached.stats()
+    return {
+        "shared_tokens": shared,
+        "own_tokens": own,
+        "batch": batch,
+        **rates(best, batch * (shared + own)),
+        "hit_tokens": stats["prefix_cache_hit_tokens"],
+        "computed_tokens": stats["prefill_tokens"],
+    }
+
+
 def abort_seconds(engine: Engine, batch: int, prompt_len: int, trials: int = 5) -> dict:
     """Wall time of `abort("all")` with `batch` requests decoding, against one decode step."""
     prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size, seed=2)
@@ -234,6 +268,7 @@ def main() -> None:
     try:
         decode = decode_figures(engine, hf_model, batches, args.prompt_len, args.new_tokens, args.repeats)
         prefill = prefill_figures(engine, hf_model, 16, 256, args.repeats)
+        prefix_cache = prefix_cache_figures(engine.model, 1536, 128, 8, args.repeats)
         floor = model_floor(engine.model, batches, args.repeats)
         abort = abort_seconds(engine, 32, args.prompt_len)
         stats = engine.stats()
@@ -260,6 +295,7 @@ def main() -> None:
         "decode": decode,
         "bare_model_one_token_forward": floor,
         "prefill": prefill,
+        "prefix_cache": prefix_cache,
         "abort": abort,
         "memory": {
             "kv_cache_bytes": stats["kv_cache_bytes"],
@@ -274,6 +310,12 @@ def main() -> None:
         f"abort with {abort['batch']} running: {abort['abort_seconds_median'] * 1e3:.1f} ms median, "
         f"{abort['abort_seconds_max'] * 1e3:.1f} ms max "
         f"(one decode step {abort['decode_step_seconds'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"prefix cache: {prefix_cache['batch']} prompts of {prefix_cache['shared_tokens']} shared + "
+        f"{prefix_cache['own_tokens']} own tokens: {prefix_cache['engine_tokens_per_s']:,.0f} prompt tok/s, "
+        f"{prefix_cache['engine_without_cache_tokens_per_s']:,.0f} without the cache "
+        f"({prefix_cache['speedup_over_engine_without_cache']:.2f}x)"
     )
     print(json.dumps(result))
 
