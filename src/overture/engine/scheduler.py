@@ -140,7 +140,7 @@ class Scheduler:
                 break
             self.waiting.popleft()
             pool.share(hit)
-            seq.hit = hit
+            seq.blocks, seq.cached = hit, len(hit) * block
             computing.update(digests[len(hit) :])
             free -= need
             prefill_tokens += new_tokens
@@ -159,8 +159,8 @@ class Scheduler:
     def _prefill(self, groups: list[list[Sequence]], version: int) -> None:
         pool, block = self.cache.pool, self.cache.block_size
         leaders = [group[0] for group in groups]
-        for seq in leaders:
-            seq.blocks = seq.hit + pool.allocate(self.cache.blocks_for(len(seq)) - len(seq.hit))
+        for seq in leaders:  # blocks from the prefix cache are already theirs
+            seq.blocks = seq.blocks + pool.allocate(self.cache.blocks_for(len(seq)) - len(seq.blocks))
         logits = self._prefill_logits(leaders)
         rows, members = [], []
         for row, group in enumerate(groups):
@@ -184,23 +184,20 @@ class Scheduler:
 
     def _prefill_logits(self, leaders: list[Sequence]) -> torch.Tensor:
         """Logits of each leader's last token: whole prompts through the model's own forward,
-        prompts with a cached beginning through the packed path from where the cache ends."""
-        block = self.cache.block_size
-        whole = [i for i, seq in enumerate(leaders) if not seq.hit]
-        rest = [i for i, seq in enumerate(leaders) if seq.hit]
+        prompts with a cached beginning (`cached` > 0) through the packed path from there."""
+        whole = [i for i, seq in enumerate(leaders) if not seq.cached]
+        rest = [i for i, seq in enumerate(leaders) if seq.cached]
         parts = []
         if whole:
             chosen = [leaders[i] for i in whole]
             parts.append(self.forward.prefill([s.tokens() for s in chosen], [s.blocks for s in chosen]))
         if rest:
             chosen = [leaders[i] for i in rest]
-            starts = [len(s.hit) * block for s in chosen]
-            tokens = [s.tokens()[start:] for s, start in zip(chosen, starts, strict=True)]
-            parts.append(self.forward.extend(tokens, starts, [s.blocks for s in chosen]))
+            tokens = [s.tokens()[s.cached :] for s in chosen]
+            parts.append(self.forward.extend(tokens, [s.cached for s in chosen], [s.blocks for s in chosen]))
         for seq in leaders:
-            self.prefix_hit_tokens += len(seq.hit) * block
-            self.prefill_tokens += len(seq) - len(seq.hit) * block
-            seq.hit = []
+            self.prefix_hit_tokens += seq.cached
+            self.prefill_tokens += len(seq) - seq.cached
         logits = torch.cat(parts)
         order = whole + rest
         if order == sorted(order):

@@ -29,7 +29,6 @@ class Sequence:
     budget_end: int = 0  # len(generated) at which the request has used its budget
     blocks: list[int] = field(default_factory=list)
     cached: int = 0  # leading tokens whose keys and values are in the cache
-    hit: list[int] = field(default_factory=list)  # prefix-cache blocks it was admitted with
     cache_epoch: int = -1  # the scheduler's cache epoch when its keys and values were computed
 
     def __post_init__(self) -> None:
