@@ -143,26 +143,21 @@ _DTYPES = {
 }
 
 
-def segment_causal_mask(segments: torch.Tensor, ancestors: list[torch.Tensor]) -> torch.Tensor:
-    """B×1×T×T: position i may attend to j iff j <= i and j's segment is i's or one above it.
+def segment_causal_mask(spans: list[tuple[int, int]], parents: list[int | None], width: int) -> torch.Tensor:
+    """T×T: position i may attend to j iff j <= i and j's segment is i's or one above it.
 
-    `segments` (B×T) numbers each row's segments (padding has a segment of its own);
-    `ancestors[b]` is row b's S×S table, True where segment a may see segment c (itself included).
+    `spans[s]` are segment s's positions [start, end) in the row, `parents[s]` the segment above
+    it (None at the top); positions after the last segment (padding) attend among themselves.
     """
-    length = segments.shape[-1]
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
-    rows = [table[row[:, None], row[None, :]] for row, table in zip(segments, ancestors, strict=True)]
-    return (torch.stack(rows) & causal)[:, None]
-
-
-def _ancestor_table(parents: list[int | None]) -> torch.Tensor:
-    """(S + 1)×(S + 1): segment a sees segment c iff c is a or above it; the last is padding's."""
-    table = torch.eye(len(parents) + 1, dtype=torch.bool)
-    for segment, parent in enumerate(parents):
-        while parent is not None:
-            table[segment, parent] = True
-            parent = parents[parent]
-    return table
+    allowed = torch.zeros(width, width, dtype=torch.bool)
+    for segment, (start, end) in enumerate(spans):
+        above: int | None = segment
+        while above is not None:
+            allowed[start:end, slice(*spans[above])] = True
+            above = parents[above]
+    filled = spans[-1][1] if spans else 0
+    allowed[filled:, filled:] = True
+    return allowed.tril_()
 
 
 def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
@@ -175,25 +170,24 @@ def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
     # padding sits after the real tokens where nothing real attends to it.
     mask = None
     if packed and any(len(row["parents"]) > 1 for row in rows):
-        segments = torch.tensor(
-            [row["segment"] + [len(row["parents"])] * (width - len(row["segment"])) for row in rows]
-        )
-        mask = segment_causal_mask(segments, [_ancestor_table(row["parents"]) for row in rows])
+        masks = [segment_causal_mask(row["spans"], row["parents"], width) for row in rows]
+        mask = torch.stack(masks)[:, None]
     return MicroBatch(attention_mask=mask, **tensors)
 
 
 def _unit_row(units: list[Unit], parts: list[dict[str, list]]) -> dict[str, list]:
-    """The units side by side in one row: their positions' lists, each position's segment (numbered
-    across the row) and each segment's parent."""
+    """The units side by side in one row: their positions' lists, each segment's span in the row
+    and the segment above it (numbered across the row)."""
     row: dict[str, list] = {key: [] for key in _PADDING}
-    row["segment"], row["parents"] = [], []
+    row["spans"], row["parents"] = [], []
     for unit in units:
         offset = len(row["parents"])
-        for number, segment in enumerate(unit.segments):
+        for segment in unit.segments:
             part = parts[segment.sample]
+            start = len(row["input_ids"])
             for key in _PADDING:
                 row[key] += part[key][segment.start : segment.end]
-            row["segment"] += [offset + number] * segment.length
+            row["spans"].append((start, start + segment.length))
             row["parents"].append(None if segment.parent is None else offset + segment.parent)
     return row
 

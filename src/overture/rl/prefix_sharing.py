@@ -94,9 +94,11 @@ class _Node:
 def _prefix_tree(samples: Sequence[TrainingSample]) -> list[_Node]:
     """The top nodes of the tree of shared runs, children in the samples' order."""
     positions = [len(s.token_ids) - 1 for s in samples]
+    # Positions before a sample's first trained one.
+    untrained = [_first_trained_position(s) for s in samples]
 
     def shareable(index: int, position: int) -> bool:
-        return position < positions[index] and not samples[index].loss_mask[position + 1]
+        return position < untrained[index]
 
     def key(index: int, position: int) -> tuple:
         tokens = samples[index].token_ids
@@ -113,13 +115,34 @@ def _prefix_tree(samples: Sequence[TrainingSample]) -> list[_Node]:
             if len(members) == 1:
                 nodes.append(_Node(first, depth, positions[first], [], leaf=True))
                 continue
-            end = depth + 1
-            while all(shareable(i, end) for i in members) and len({key(i, end) for i in members}) == 1:
-                end += 1
+            # Shared while every member is untrained there and the targets agree (the inputs
+            # agree already: each input is the target one position before).
+            targets = [samples[i].token_ids[depth + 1 :] for i in members]
+            agreeing = _common_prefix_length(targets)
+            end = min(depth + agreeing, *(untrained[i] for i in members))
             nodes.append(_Node(first, depth, end, grow(members, end), leaf=False))
         return nodes
 
     return grow(list(range(len(samples))), 0)
+
+
+def _first_trained_position(sample: TrainingSample) -> int:
+    """Position t trains on token t + 1; its number of positions when none trains."""
+    mask = sample.loss_mask
+    return mask.index(1, 1) - 1 if 1 in mask[1:] else len(mask) - 1
+
+
+def _common_prefix_length(lists: list[list[int]]) -> int:
+    """How many leading elements all `lists` share (the lexicographic least and greatest share
+    exactly those); compared a slice at a time."""
+    low, high = min(lists), max(lists)
+    length = min(len(low), len(high))
+    at = 0
+    while at < length and low[at : at + 64] == high[at : at + 64]:
+        at += 64
+    while at < length and low[at] == high[at]:
+        at += 1
+    return min(at, length)
 
 
 def _leaf_chains(nodes: list[_Node], above: tuple[_Node, ...] = ()) -> Iterator[tuple[_Node, ...]]:
