@@ -42,6 +42,11 @@ STEPS = 4
 # normalised steps carry rounding differences of tiny gradients on to the next step.
 RTOL = 1e-4
 TOLERANCE = dict(rtol=RTOL, atol=1e-5)
+# Weights after AdamW steps: an element whose gradient is near zero moves by m/√v, where the
+# rounding noise of the sums is not small against its gradient; it can differ by a small
+# fraction of the learning rate (1e-2 here). The pretraining corpus is the package's own
+# source, so which element that is changes with every edit of the code.
+WEIGHT_TOLERANCE = dict(rtol=RTOL, atol=1e-4)
 MODEL = tiny_model_config(
     vocab_size=VOCAB, router_aux_loss_coef=0.0, balance_bias=True, balance_bias_rate=0.01
 )
@@ -92,7 +97,7 @@ def final_weights(summary: dict) -> dict[str, torch.Tensor]:
 def assert_same_weights(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
     assert got.keys() == expected.keys()
     for name, value in expected.items():
-        torch.testing.assert_close(got[name], value, **TOLERANCE, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(got[name], value, **WEIGHT_TOLERANCE, msg=lambda m, n=name: f"{n}: {m}")
 
 
 # --- SFT ------------------------------------------------------------------------------------
