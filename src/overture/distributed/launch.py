@@ -25,6 +25,7 @@ import pickle
 import socket
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -233,6 +234,7 @@ def _run_rank(
             # No rank leaves while a peer may still be talking to it: gloo aborts a process whose
             # connection is closed mid-use ("terminate called without an active exception").
             dist.barrier()
+            _leave_together()
         return result
     except BaseException as exc:
         if error_file is not None:
@@ -243,6 +245,25 @@ def _run_rank(
             echo.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _leave_together() -> None:
+    """Wait, through the rendezvous store rather than gloo, until every rank has finished its last
+    collective; the store's host (rank 0) leaves last, so no rank still talks to a closed peer.
+
+    A gloo barrier is itself a collective: a rank can return from it while its last message to a
+    peer is still in flight, and closing the group then aborts that peer.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    world = dist.get_world_size()
+    store.add("overture/finished", 1)
+    while int(store.add("overture/finished", 0)) < world:
+        time.sleep(0.005)
+    if dist.get_rank() != 0:
+        store.add("overture/left", 1)
+        return
+    while int(store.add("overture/left", 0)) < world - 1:
+        time.sleep(0.005)
 
 
 def _keep_exception(exc: BaseException, file: Path) -> None:
