@@ -5,7 +5,7 @@ threshold (128 KiB at start, raised adaptively) with a fresh `mmap` and returns 
 trims the heap top once more than its trim threshold is free. A decode step allocates and frees
 the same megabyte-sized tensors (gathered KV blocks, logits, expert rows) every step, so each step
 faults and zeroes those pages again: at batch 32 on the engine benchmark's model the KV gather
-alone took 3.4 ms a step this way and 0.1 ms with the thresholds raised. `keep_freed_memory()`
+alone took 3.5 ms a step this way and 0.55 ms with the thresholds raised. `keep_freed_memory()`
 raises both thresholds once for the whole process (`mallopt`), as the allocators inference
 servers preload (tcmalloc, jemalloc) behave by default. The cost: memory a process frees below
 the trim threshold stays mapped to it. Elsewhere than glibc it does nothing.
