@@ -125,11 +125,15 @@ class BlockPool:
         self._digest_of.clear()
 
 
-def block_digests(tokens: list[int], block_size: int, count: int) -> list[bytes]:
+def block_digests(
+    tokens: list[int], block_size: int, count: int, known: list[bytes] | None = None
+) -> list[bytes]:
     """Digests of the first `count` full blocks of `tokens`: block i's covers tokens up to its
-    end (chained through block i - 1's), so equal digests mean equal prefixes."""
-    digests, previous = [], b""
-    for index in range(count):
+    end (chained through block i - 1's), so equal digests mean equal prefixes. `known`: digests
+    already computed for the leading blocks of these tokens, extended rather than redone."""
+    digests = list(known or [])[:count]
+    previous = digests[-1] if digests else b""
+    for index in range(len(digests), count):
         chunk = tokens[index * block_size : (index + 1) * block_size]
         previous = hashlib.blake2b(previous + array("q", chunk).tobytes(), digest_size=16).digest()
         digests.append(previous)

@@ -195,10 +195,10 @@ class PackedDecoder:
         cache: PagedKVCache,
         tables: torch.Tensor,
         slots: torch.Tensor,
-        last: torch.Tensor,
+        last: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """B×V logits of row b's token `last[b]`, for rows of T new tokens (B×T `tokens` at
-        `positions`) of the sequences whose block tables are the rows of `tables`.
+        """B×V logits of row b's token `last[b]` (needed when T > 1), for rows of T new tokens
+        (B×T `tokens` at `positions`) of the sequences whose block tables are the rows of `tables`.
 
         The new tokens' keys and values are written to the flat cache `slots` (B·T) first, then
         each token attends to every cached key of its sequence up to its own position. A decode
@@ -242,5 +242,7 @@ class PackedDecoder:
                 out = out + self._swiglu(h, packed.shared)
             x = x + out
         if length > 1:
+            if last is None:
+                raise ValueError("rows of several tokens need `last`: which token's logits to return")
             x = x.view(batch, length, -1)[torch.arange(batch, device=x.device), last]
         return model.lm_head(F.rms_norm(x, (x.shape[-1],), model.norm.weight, self.eps)).float()

@@ -62,15 +62,21 @@ class PagedForward:
         last = self._tensor([n - 1 for n in lengths])
         return self._logits(x[torch.arange(len(tokens), device=self.device), last])
 
+    def _tables(self, tables: list[list[int]]) -> torch.Tensor:
+        """Block tables as one B×n tensor, short ones padded with the scratch block."""
+        width = max(len(t) for t in tables)
+        return self._tensor([t + [SCRATCH_BLOCK] * (width - len(t)) for t in tables])
+
     @torch.inference_mode()
     def decode(self, tokens: list[int], positions: list[int], tables: list[list[int]]) -> torch.Tensor:
         """One step: token i at `positions[i]` of the sequence with block table `tables[i]`; B×V logits."""
-        width = max(len(t) for t in tables)
-        padded = self._tensor([t + [SCRATCH_BLOCK] * (width - len(t)) for t in tables])
         slots = self._tensor(slot_indices(tables, [[p] for p in positions], self.cache.block_size))
-        last = self._tensor([0] * len(tokens))
         return self.decoder.forward(
-            self._tensor(tokens)[:, None], self._tensor(positions)[:, None], self.cache, padded, slots, last
+            self._tensor(tokens)[:, None],
+            self._tensor(positions)[:, None],
+            self.cache,
+            self._tables(tables),
+            slots,
         )
 
     @torch.inference_mode()
@@ -80,7 +86,6 @@ class PagedForward:
         row's last token."""
         block = self.cache.block_size
         width = max(len(row) for row in tokens)
-        blocks = max(len(t) for t in tables)
         ids, positions, slots = [], [], []
         for row, start, table in zip(tokens, starts, tables, strict=True):
             pad = width - len(row)
@@ -88,8 +93,12 @@ class PagedForward:
             positions.append(list(range(start, start + len(row))) + [0] * pad)
             slots += slot_indices([table], [range(start, start + len(row))], block)
             slots += [SCRATCH_BLOCK * block] * pad
-        padded = self._tensor([t + [SCRATCH_BLOCK] * (blocks - len(t)) for t in tables])
         last = self._tensor([len(row) - 1 for row in tokens])
         return self.decoder.forward(
-            self._tensor(ids), self._tensor(positions), self.cache, padded, self._tensor(slots), last
+            self._tensor(ids),
+            self._tensor(positions),
+            self.cache,
+            self._tables(tables),
+            self._tensor(slots),
+            last,
         )

@@ -153,8 +153,15 @@ class Scheduler:
         its logits), and the cached blocks of the longest run of them in the prefix cache."""
         if not self.config.prefix_caching:
             return [], []
-        digests = block_digests(seq.tokens(), self.cache.block_size, (len(seq) - 1) // self.cache.block_size)
+        digests = self._digests(seq, (len(seq) - 1) // self.cache.block_size)
         return digests, self.cache.pool.match(digests)
+
+    def _digests(self, seq: Sequence, count: int) -> list[bytes]:
+        """Digests of `seq`'s first `count` full blocks; a sequence only ever appends tokens, so
+        those computed before (while it waited, at its prefill) are kept and extended."""
+        if len(seq.digests) < count:
+            seq.digests = block_digests(seq.tokens(), self.cache.block_size, count, seq.digests)
+        return seq.digests[:count]
 
     def _prefill(self, groups: list[list[Sequence]], version: int) -> None:
         pool, block = self.cache.pool, self.cache.block_size
@@ -167,7 +174,7 @@ class Scheduler:
             leader = group[0]
             full = len(leader) // block
             if self.config.prefix_caching:
-                pool.register(block_digests(leader.tokens(), block, full), leader.blocks[:full])
+                pool.register(self._digests(leader, full), leader.blocks[:full])
             for seq in group:
                 if seq is not leader:
                     seq.blocks = leader.blocks[:full]
@@ -187,22 +194,23 @@ class Scheduler:
         prompts with a cached beginning (`cached` > 0) through the packed path from there."""
         whole = [i for i, seq in enumerate(leaders) if not seq.cached]
         rest = [i for i, seq in enumerate(leaders) if seq.cached]
-        parts = []
-        if whole:
-            chosen = [leaders[i] for i in whole]
-            parts.append(self.forward.prefill([s.tokens() for s in chosen], [s.blocks for s in chosen]))
-        if rest:
-            chosen = [leaders[i] for i in rest]
-            tokens = [s.tokens()[s.cached :] for s in chosen]
-            parts.append(self.forward.extend(tokens, [s.cached for s in chosen], [s.blocks for s in chosen]))
+        logits = None
+        for indices, extended in ((whole, False), (rest, True)):
+            if not indices:
+                continue
+            chosen = [leaders[i] for i in indices]
+            if extended:
+                tokens = [s.tokens()[s.cached :] for s in chosen]
+                part = self.forward.extend(tokens, [s.cached for s in chosen], [s.blocks for s in chosen])
+            else:
+                part = self.forward.prefill([s.tokens() for s in chosen], [s.blocks for s in chosen])
+            if logits is None:
+                logits = part.new_empty(len(leaders), part.shape[-1])
+            logits[indices] = part
         for seq in leaders:
             self.prefix_hit_tokens += seq.cached
             self.prefill_tokens += len(seq) - seq.cached
-        logits = torch.cat(parts)
-        order = whole + rest
-        if order == sorted(order):
-            return logits
-        return logits[torch.tensor([order.index(i) for i in range(len(leaders))], device=logits.device)]
+        return logits
 
     def _decode(self, version: int) -> None:
         self._reserve_next_slots()
@@ -272,9 +280,7 @@ class Scheduler:
         if self.config.prefix_caching and seq.cache_epoch == self.cache_epoch and seq.blocks:
             # Its full blocks stay findable (prompt and tokens so far) until evicted or invalidated.
             full = seq.cached // self.cache.block_size
-            self.cache.pool.register(
-                block_digests(seq.tokens(), self.cache.block_size, full), seq.blocks[:full]
-            )
+            self.cache.pool.register(self._digests(seq, full), seq.blocks[:full])
         self.cache.pool.release(seq.blocks)
         seq.blocks = []
         seq.cached = 0

@@ -30,6 +30,7 @@ class Sequence:
     blocks: list[int] = field(default_factory=list)
     cached: int = 0  # leading tokens whose keys and values are in the cache
     cache_epoch: int = -1  # the scheduler's cache epoch when its keys and values were computed
+    digests: list[bytes] = field(default_factory=list)  # of its leading full blocks (kv_cache.block_digests)
 
     def __post_init__(self) -> None:
         if not self.budget_end:
