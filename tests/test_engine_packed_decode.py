@@ -55,7 +55,7 @@ def decode_logits_and_reference(model: Transformer, lengths: list[int]) -> tuple
 
 
 @pytest.mark.parametrize("kind", LAYER_KINDS)
-@pytest.mark.parametrize("batch", [1, 12])  # 2 and 24 token-expert pairs: one GEMM per pair, padded
+@pytest.mark.parametrize("batch", [1, 12])  # 2 and 24 token-expert pairs: one GEMM per pair, grouped
 def test_packed_decode_matches_the_training_forward(kind, batch):
     model = random_model(**LAYER_KINDS[kind])
     lengths = [3 + (5 * i) % 11 for i in range(batch)]
@@ -88,10 +88,10 @@ def test_both_expert_paths_give_the_same_rows():
     with torch.no_grad():
         route = moe_layer.mlp.gate(x)
         per_pair = decoder._experts_per_pair(x, route.indices, route.weights, packed)
-        padded = decoder._experts_padded(x, route.indices, route.weights, packed)
+        grouped = decoder._experts_grouped(x, route.indices, route.weights, packed)
         modules = moe_layer.mlp.experts(x, route)
     assert torch.allclose(per_pair, modules, atol=1e-6)
-    assert torch.allclose(padded, modules, atol=1e-6)
+    assert torch.allclose(grouped, modules, atol=1e-6)
 
 
 def test_a_weight_update_repacks_the_decode_weights():

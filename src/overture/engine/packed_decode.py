@@ -8,9 +8,10 @@ several (the rest of a prompt whose beginning the prefix cache holds):
 - q, k and v come from one GEMM against the concatenated projection weights, and q and k are
   normalised and rotated together;
 - the SwiGLU gate and up projections (dense MLP, shared expert, routed experts) are one GEMM;
-- the routed experts run as one batched GEMM over `E × capacity` rows (each expert's tokens
-  padded to the largest count of the step) when the batch routes more token-expert pairs than
-  there are experts, and as one small GEMM per pair below that, so no weight is read twice.
+- the routed experts run as two grouped GEMMs over the token-expert pairs sorted by expert (the
+  training forward's `expert_matmul`), or as one small GEMM per pair when the batch routes at
+  most half as many pairs as there are experts (where that measured faster), reading only the
+  chosen experts.
 
 Weights are packed in the form the training forward's GEMMs see them: under "bf16" or "mxfp8"
 each packed matrix holds the rounded values (`overture.mx.round_operand` along the contraction
@@ -32,6 +33,7 @@ from overture import mx
 from overture.engine.kv_cache import PagedKVCache
 from overture.model import Transformer
 from overture.model.layers import SwiGLU, apply_rotary
+from overture.model.moe import ExpertPairs, expert_matmul, grouped_mm_supported
 
 
 @dataclass
@@ -149,9 +151,9 @@ class PackedDecoder:
         """x: N×D; each row the gate-weighted sum of its k chosen experts' SwiGLU outputs."""
         tokens, top_k = indices.shape
         num_experts = packed.gate_up.shape[0]
-        if tokens * top_k <= num_experts:
+        if 2 * tokens * top_k <= num_experts:  # where one GEMM per pair measured faster
             return self._experts_per_pair(x, indices, weights, packed)
-        return self._experts_padded(x, indices, weights, packed)
+        return self._experts_grouped(x, indices, weights, packed)
 
     def _experts_per_pair(self, x, indices, weights, packed) -> torch.Tensor:
         """A few token-expert pairs: one small GEMM each, reading only the chosen experts."""
@@ -165,27 +167,19 @@ class PackedDecoder:
                 out[token] += weights[token, slot] * y[0]
         return out
 
-    def _experts_padded(self, x, indices, weights, packed) -> torch.Tensor:
-        """Many pairs: scatter rows into E×capacity slots, two batched GEMMs, gather back."""
-        tokens, top_k = indices.shape
-        num_experts, _, dim = packed.gate_up.shape
-        flat = indices.reshape(-1)
-        one_hot = F.one_hot(flat, num_experts)
-        # A pair's place among its expert's rows: how many earlier pairs chose the same expert.
-        place = (one_hot.cumsum(0) - one_hot).gather(1, flat[:, None])[:, 0]
-        capacity = int(one_hot.sum(0).max())
-        slot = flat * capacity + place
-        rows = x.new_zeros(num_experts * capacity, dim)
-        rows.index_copy_(0, slot, x.repeat_interleave(top_k, dim=0))
+    def _experts_grouped(self, x, indices, weights, packed) -> torch.Tensor:
+        """Many pairs: rows sorted by expert, two grouped GEMMs (`expert_matmul`), summed back."""
+        pairs = ExpertPairs.of(indices, packed.gate_up.shape[0])
+        rows = x[pairs.token]
+        grouped = grouped_mm_supported(rows, *packed.gate_up.shape[1:], packed.down.shape[-1])
         if self.precision != "fp32":
             rows = mx.round_operand(rows, -1, self.precision)
-        hidden = torch.bmm(rows.view(num_experts, capacity, dim), packed.gate_up.transpose(1, 2))
-        gate, up = hidden.chunk(2, dim=-1)
+        gate, up = expert_matmul(rows, packed.gate_up, pairs.counts, grouped).chunk(2, dim=-1)
         act = F.silu(gate) * up
         if self.precision != "fp32":
             act = mx.round_operand(act, -1, self.precision)
-        out = torch.bmm(act, packed.down.transpose(1, 2)).to(x.dtype).view(-1, dim)[slot]
-        return (out.view(tokens, top_k, dim) * weights[..., None]).sum(1)
+        out = expert_matmul(act, packed.down, pairs.counts, grouped).to(x.dtype)
+        return pairs.combine(out, weights, x)
 
     @torch.inference_mode()
     def forward(

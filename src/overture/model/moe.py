@@ -117,6 +117,27 @@ def expert_matmul(x: torch.Tensor, weight: torch.Tensor, counts: torch.Tensor, g
     return torch.cat([piece @ w.T for piece, w in zip(pieces, weight.unbind(0), strict=True)])
 
 
+@dataclass
+class ExpertPairs:
+    """A batch's token-expert pairs sorted by expert, so each expert's rows are contiguous."""
+
+    order: torch.Tensor  # pair indices (token·k + slot) in expert order
+    token: torch.Tensor  # the token of each sorted pair
+    counts: torch.Tensor  # E: pairs per expert
+
+    @staticmethod
+    def of(indices: torch.Tensor, num_experts: int) -> ExpertPairs:
+        """From N×k chosen experts; a stable sort keeps each expert's tokens in token order."""
+        flat = indices.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        return ExpertPairs(order, order // indices.shape[-1], torch.bincount(flat, minlength=num_experts))
+
+    def combine(self, out: torch.Tensor, weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """N×D like `x`: each token the gate-`weights`-weighted (N×k) sum of its pairs' rows of `out`."""
+        out = out * weights.reshape(-1)[self.order, None]
+        return torch.zeros_like(x).index_add_(0, self.token, out)
+
+
 class GroupedExperts(nn.Module):
     """E SwiGLU experts stored as stacked E×out×in weights."""
 
@@ -158,15 +179,13 @@ class GroupedExperts(nn.Module):
 
     def forward(self, x: torch.Tensor, route: RouterOutput) -> torch.Tensor:
         """x: N×D tokens; returns N×D, each token the gate-weighted sum of its experts' outputs."""
-        top_k = route.indices.shape[-1]
-        flat = route.indices.reshape(-1)
-        order = torch.argsort(flat, stable=True)
-        token_of_slot = order // top_k
-        counts = torch.bincount(flat, minlength=self.num_experts)
-        rows = x[token_of_slot]
-        out = self.compute(rows, counts) if self.dispatch is None else self.dispatch(self, rows, counts)
-        out = out * route.weights.reshape(-1)[order, None]
-        return torch.zeros_like(x).index_add_(0, token_of_slot, out)
+        pairs = ExpertPairs.of(route.indices, self.num_experts)
+        rows = x[pairs.token]
+        if self.dispatch is None:
+            out = self.compute(rows, pairs.counts)
+        else:
+            out = self.dispatch(self, rows, pairs.counts)
+        return pairs.combine(out, route.weights, x)
 
 
 class MoEBlock(nn.Module):
