@@ -30,6 +30,7 @@ from overture.rl.main_job import (
     JobState,
     _drop_records_after,
     check_job_config,
+    lm_warmup_phase_config,
     rl_mode,
     rl_phase_config,
     sft_phase_config,
@@ -74,6 +75,20 @@ def test_sft_runs_as_a_sub_run_on_the_demonstrations(tmp_path):
     assert Path(sub.output_dir) / sub.name == tmp_path / "smoke" / "sft"
     assert sub.sft.data == str(tmp_path / "smoke" / "demos.jsonl")
     assert sub.training == config.training
+
+
+def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
+    config = smoke_config(tmp_path, "lm_warmup.steps=5", "lm_warmup.seq_len=32", "lm_warmup.lr=0.01")
+    warmup = lm_warmup_phase_config(config, tmp_path / "smoke")
+    assert Path(warmup.output_dir) / warmup.name == tmp_path / "smoke" / "lm-warmup"
+    training = warmup.training
+    assert (training.steps, training.batch_size, training.seq_len, training.lr) == (5, 2, 32, 0.01)
+    assert warmup.model == config.model and config.training.steps == 4  # SFT's settings untouched
+    unset_lr = RunConfig.model_validate({"lm_warmup": {"steps": 1}})
+    assert lm_warmup_phase_config(unset_lr, tmp_path).training.lr == unset_lr.training.lr
+    start = tmp_path / "smoke" / "lm-warmup" / "checkpoints" / "final"
+    sft = sft_phase_config(config, tmp_path / "smoke", tmp_path / "demos.jsonl", start)
+    assert sft.model.path == str(start) and sft.training == config.training
 
 
 def test_modes_are_named_by_the_rl_knobs():
@@ -194,7 +209,12 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     rl = summary["rl"]
     assert rl["mode"] == "async+partial" and rl["steps"] == 2 and rl["optimizer_steps"] == 2
     assert rl["max_staleness"] <= 1 and rl["tokens_generated"] > 0
-    assert set(summary["phase_seconds"]) == {"tasks", "sft", "eval_before", "rl", "eval_after"}
+    assert set(summary["phase_seconds"]) == {"tasks", "lm_warmup", "sft", "eval_before", "rl", "eval_after"}
+    # The language-model warm-up ran first, and SFT started from its checkpoint.
+    warmup = summary["lm_warmup"]
+    assert warmup["steps"] == 3 and warmup["final_val_loss"] < warmup["initial_val_loss"]
+    sft_start = load_config(run / "sft" / "config.toml").model.path
+    assert sft_start == str(run / "lm-warmup" / "checkpoints" / "final")
 
     # The run directory.
     assert load_config(run / "config.toml") == config

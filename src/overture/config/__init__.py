@@ -11,6 +11,7 @@ from overture.config.loading import (
 from overture.config.schema import (
     AgentConfig,
     EngineConfig,
+    LMWarmupConfig,
     ModelConfig,
     RLConfig,
     RunConfig,
@@ -26,6 +27,7 @@ __all__ = [
     "AgentConfig",
     "ConfigError",
     "EngineConfig",
+    "LMWarmupConfig",
     "ModelConfig",
     "RLConfig",
     "RunConfig",

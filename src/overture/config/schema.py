@@ -131,6 +131,17 @@ class TrainingConfig(Section):
     )
 
 
+class LMWarmupConfig(Section):
+    """`overture train`'s language-model warm-up before SFT: next-token training on the corpus
+    overture ships (`overture pretrain`), in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
+
+    steps: int = Field(0, ge=0, description="optimizer steps; 0 = no warm-up, SFT starts from scratch")
+    batch_size: int = Field(16, gt=0, description="windows per optimizer step")
+    seq_len: int = Field(512, gt=1, description="tokens per window")
+    lr: float | None = Field(None, gt=0, description="peak LR; unset = training.lr")
+    warmup_steps: int = Field(20, ge=0, description="linear LR warmup, in steps")
+
+
 class RLConfig(Section):
     """The RL objective and the asynchrony knobs (DESIGN.md decisions 2-4)."""
 
@@ -386,6 +397,7 @@ class RunConfig(Section):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
+    lm_warmup: LMWarmupConfig = Field(default_factory=LMWarmupConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

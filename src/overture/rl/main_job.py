@@ -5,14 +5,18 @@ Phases, each calling the component that owns it:
 1. tasks — `job_tasks.load_task_set` (bundled repositories, synthesized once and cached, or a
    task file), split into train and held-out;
 2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do;
-3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`), and
-   `overture.rl.sft.sft` trains on those demonstrations until the held-out loss stops improving
-   (its own early stopping), in the sub-run `RUN/sft/`; RL starts from its best weights;
-4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
+3. language-model warm-up (when `lm_warmup.steps` > 0) — `overture.rl.pretrain.pretrain` on the
+   corpus overture ships, in the sub-run `RUN/lm-warmup/`: a model that has read Python and the
+   tool-call format learns from the demonstrations far faster than one from scratch;
+4. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`), and
+   `overture.rl.sft.sft` trains on those demonstrations, from the warm-up's checkpoint when there
+   is one, until the held-out loss stops improving (its own early stopping), in the sub-run
+   `RUN/sft/`; RL starts from its best weights;
+5. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
    the same sampling settings;
-5. the summary (table on the console, JSON returned to the caller).
+6. the summary (table on the console, JSON returned to the caller).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
 run as Ray actors (`overture.rl.ray_actors`), driven by the same orchestrator; the trainer actor
@@ -26,14 +30,15 @@ the RL trainer spans the RL steps, not the SFT ones).
 Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
 per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
 checkpoints, `final/`), `trajectories/` (`rl-step-N.jsonl`, `eval-before.jsonl`,
-`eval-after.jsonl`), `demonstrations.jsonl`, `sft/` (the SFT sub-run, with its per-step
-metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (finished phases).
+`eval-after.jsonl`), `demonstrations.jsonl`, `lm-warmup/` (the warm-up sub-run), `sft/` (the
+SFT sub-run, with its per-step metrics.jsonl, tb/ and checkpoints, `best/` among them) and
+`job_state.json` (finished phases).
 
-`--resume` skips the phases `job_state.json` records as finished, resumes SFT from its own
-checkpoint, and RL from the newest complete RL checkpoint: the optimizer step count, policy
-version and RL totals come back from it, the records of later (lost) steps are removed from
-metrics.jsonl, and the run trains the steps left. Rollouts in flight at the interruption are
-lost and the task order of the train queue starts afresh.
+`--resume` skips the phases `job_state.json` records as finished, runs an unfinished warm-up
+again from its start, resumes SFT from its own checkpoint, and RL from the newest complete RL
+checkpoint: the optimizer step count, policy version and RL totals come back from it, the records
+of later (lost) steps are removed from metrics.jsonl, and the run trains the steps left. Rollouts
+in flight at the interruption are lost and the task order of the train queue starts afresh.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from overture.rl.orchestrator import (
     check_config,
     local_rollouts,
 )
+from overture.rl.pretrain import pretrain
 from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
@@ -112,11 +118,32 @@ def rl_phase_config(config: RunConfig) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
-def sft_phase_config(config: RunConfig, run_path: Path, demonstrations: Path) -> RunConfig:
-    """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations."""
+def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
+    """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
+    step count, windows and LR schedule in `training`."""
+    warmup = config.lm_warmup
+    data = config.model_dump()
+    data.update(output_dir=str(run_path), name="lm-warmup")
+    data["training"].update(
+        steps=warmup.steps,
+        batch_size=warmup.batch_size,
+        seq_len=warmup.seq_len,
+        lr=warmup.lr or config.training.lr,
+        warmup_steps=warmup.warmup_steps,
+    )
+    return RunConfig.model_validate(data)
+
+
+def sft_phase_config(
+    config: RunConfig, run_path: Path, demonstrations: Path, start: Path | None = None
+) -> RunConfig:
+    """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations, from the
+    checkpoint `start` (the language-model warm-up's) when given."""
     data = config.model_dump()
     data.update(output_dir=str(run_path), name="sft")
     data["sft"]["data"] = str(demonstrations)
+    if start is not None:
+        data["model"]["path"] = str(start)
     return RunConfig.model_validate(data)
 
 
@@ -201,7 +228,13 @@ class MainJob:
         }
         display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out ({source.path})")
         self._timed("tasks", began)
-        sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
+        sft_summary = self.state.get("sft")
+        if sft_summary is None:
+            warmup = None
+            if config.lm_warmup.steps:
+                warmup = self.state.get("lm_warmup") or self._lm_warmup()
+            start = Path(warmup["checkpoint"]) if warmup else None
+            sft_summary = self._sft(train_tasks, tokenizer, start)
         weights = Path(sft_summary["best"] or sft_summary["final"])
         dtype = getattr(torch, config.training.dtype)
         if (nproc := config.parallel.nproc) > 1 and not config.runtime.uses_ray:
@@ -243,7 +276,7 @@ class MainJob:
         display.summary(summary)
         return summary
 
-    def _sft(self, train_tasks: list[Task], tokenizer: Tokenizer) -> dict[str, Any]:
+    def _sft(self, train_tasks: list[Task], tokenizer: Tokenizer, start: Path | None) -> dict[str, Any]:
         self.display.phase("SFT on oracle demonstrations")
         began = time.time()
         demos = self.run_dir.path / "demonstrations.jsonl"
@@ -253,12 +286,23 @@ class MainJob:
                 write_oracle_demonstrations(train_tasks, tokenizer, self.config, demos, self.display.echo)
             )
             self.state.record("demonstrations", counts)
-        sft_config = sft_phase_config(self.config, self.run_dir.path, demos)
+        sft_config = sft_phase_config(self.config, self.run_dir.path, demos, start)
         summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
         summary.update(counts)
         self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
         self._timed("sft", began)
         return self.state.record("sft", summary)
+
+    def _lm_warmup(self) -> dict[str, Any]:
+        """Next-token training on the shipped corpus; an interrupted warm-up starts again."""
+        self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
+        began = time.time()
+        config = lm_warmup_phase_config(self.config, self.run_dir.path)
+        summary = pretrain(config, overwrite=True, echo=self.display.echo)
+        record = {k: v for k, v in summary.items() if k != "sample"}
+        self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
+        self._timed("lm_warmup", began)
+        return self.state.record("lm_warmup", record)
 
     def _evaluate(
         self, label: str, engine: Engine, tasks: list[Task], tokenizer: Tokenizer
@@ -432,6 +476,10 @@ class MainJob:
         return {
             "run_dir": str(self.run_dir.path),
             "tasks": tasks,
+            "lm_warmup": {
+                key: (self.state.get("lm_warmup") or {}).get(key)
+                for key in ("steps", "initial_val_loss", "final_val_loss")
+            },
             "sft": {
                 key: sft_summary.get(key)
                 for key in (
