@@ -36,8 +36,10 @@ from overture.rl.main_job import (
     sft_phase_config,
     train,
 )
+from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import read_metrics
 from overture.tasks import Task, TaskError, read_tasks, write_tasks
+from overture.text import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "smoke.toml"
@@ -89,6 +91,18 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
     start = tmp_path / "smoke" / "lm-warmup" / "checkpoints" / "final"
     sft = sft_phase_config(config, tmp_path / "smoke", tmp_path / "demos.jsonl", start)
     assert sft.model.path == str(start) and sft.training == config.training
+
+
+def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every_tenth():
+    tokenizer = Tokenizer.train(["def add(a, b):\n    return a + b\n"] * 4, vocab_size=300)
+    texts = ["def add(a, b):", "return a + b"]
+    documents = [[100 + i, 200 + i] for i in range(10)]
+    splits = corpus_tokens(tokenizer, texts, hold_out_every=4, documents=documents)
+    end = tokenizer.endoftext_id
+    encoded = [tokenizer.encode(text) for text in texts] + documents
+    held = [i for i in range(len(encoded)) if i % 4 == 3]  # the 4th and 8th documents, and so on
+    assert splits.val.tolist() == [t for i in held for t in [*encoded[i], end]]
+    assert splits.train.tolist() == [t for i, ids in enumerate(encoded) if i not in held for t in [*ids, end]]
 
 
 def test_modes_are_named_by_the_rl_knobs():
@@ -209,7 +223,8 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     rl = summary["rl"]
     assert rl["mode"] == "async+partial" and rl["steps"] == 2 and rl["optimizer_steps"] == 2
     assert rl["max_staleness"] <= 1 and rl["tokens_generated"] > 0
-    assert set(summary["phase_seconds"]) == {"tasks", "lm_warmup", "sft", "eval_before", "rl", "eval_after"}
+    phases = {"tasks", "demonstrations", "lm_warmup", "sft", "eval_before", "rl", "eval_after"}
+    assert set(summary["phase_seconds"]) == phases
     # The language-model warm-up ran first, and SFT started from its checkpoint.
     warmup = summary["lm_warmup"]
     assert warmup["steps"] == 3 and warmup["final_val_loss"] < warmup["initial_val_loss"]

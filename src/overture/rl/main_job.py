@@ -5,18 +5,19 @@ Phases, each calling the component that owns it:
 1. tasks — `job_tasks.load_task_set` (bundled repositories, synthesized once and cached, or a
    task file), split into train and held-out;
 2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do;
-3. language-model warm-up (when `lm_warmup.steps` > 0) — `overture.rl.pretrain.pretrain` on the
-   corpus overture ships, in the sub-run `RUN/lm-warmup/`: a model that has read Python and the
-   tool-call format learns from the demonstrations far faster than one from scratch;
-4. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`), and
-   `overture.rl.sft.sft` trains on those demonstrations, from the warm-up's checkpoint when there
-   is one, until the held-out loss stops improving (its own early stopping), in the sub-run
-   `RUN/sft/`; RL starts from its best weights;
-5. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
+3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
+   `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
+   the corpus overture ships and on every token of the demonstrations SFT trains on (the
+   conversations' tool output included, which is where the copying a fix needs is seen most),
+   in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains on the demonstrations'
+   assistant turns, from the warm-up's checkpoint when there is one, until the held-out loss
+   stops improving (its own early stopping), in the sub-run `RUN/sft/`; RL starts from its best
+   weights;
+4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
    the same sampling settings;
-6. the summary (table on the console, JSON returned to the caller).
+5. the summary (table on the console, JSON returned to the caller).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
 run as Ray actors (`overture.rl.ray_actors`), driven by the same orchestrator; the trainer actor
@@ -73,7 +74,7 @@ from overture.rl.pretrain import pretrain
 from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
-from overture.rl.sft import sft
+from overture.rl.sft import load_demonstration_samples, sft, split_held_out
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import Task
@@ -228,13 +229,7 @@ class MainJob:
         }
         display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out ({source.path})")
         self._timed("tasks", began)
-        sft_summary = self.state.get("sft")
-        if sft_summary is None:
-            warmup = None
-            if config.lm_warmup.steps:
-                warmup = self.state.get("lm_warmup") or self._lm_warmup()
-            start = Path(warmup["checkpoint"]) if warmup else None
-            sft_summary = self._sft(train_tasks, tokenizer, start)
+        sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
         weights = Path(sft_summary["best"] or sft_summary["final"])
         dtype = getattr(torch, config.training.dtype)
         if (nproc := config.parallel.nproc) > 1 and not config.runtime.uses_ray:
@@ -276,8 +271,8 @@ class MainJob:
         display.summary(summary)
         return summary
 
-    def _sft(self, train_tasks: list[Task], tokenizer: Tokenizer, start: Path | None) -> dict[str, Any]:
-        self.display.phase("SFT on oracle demonstrations")
+    def _sft(self, train_tasks: list[Task], tokenizer: Tokenizer) -> dict[str, Any]:
+        self.display.phase("oracle demonstrations")
         began = time.time()
         demos = self.run_dir.path / "demonstrations.jsonl"
         counts = self.state.get("demonstrations")
@@ -286,19 +281,31 @@ class MainJob:
                 write_oracle_demonstrations(train_tasks, tokenizer, self.config, demos, self.display.echo)
             )
             self.state.record("demonstrations", counts)
-        sft_config = sft_phase_config(self.config, self.run_dir.path, demos, start)
+        self._timed("demonstrations", began)
+        sft_config = sft_phase_config(self.config, self.run_dir.path, demos)
+        if self.config.lm_warmup.steps:
+            warmup = self.state.get("lm_warmup") or self._lm_warmup(sft_config, tokenizer)
+            sft_config = sft_phase_config(self.config, self.run_dir.path, demos, Path(warmup["checkpoint"]))
+        self.display.phase("SFT on oracle demonstrations")
+        began = time.time()
         summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
         summary.update(counts)
         self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
         self._timed("sft", began)
         return self.state.record("sft", summary)
 
-    def _lm_warmup(self) -> dict[str, Any]:
-        """Next-token training on the shipped corpus; an interrupted warm-up starts again."""
+    def _lm_warmup(self, sft_config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
+        """Next-token training on the shipped corpus and on every token of the demonstrations SFT
+        will train on (not those it holds out to stop on); an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
+        demonstrations, _ = split_held_out(
+            load_demonstration_samples(sft_config, tokenizer), sft_config.sft.val_fraction
+        )
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
-        summary = pretrain(config, overwrite=True, echo=self.display.echo)
+        summary = pretrain(
+            config, overwrite=True, echo=self.display.echo, documents=[d.token_ids for d in demonstrations]
+        )
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
         self._timed("lm_warmup", began)

@@ -3,7 +3,9 @@
 `overture pretrain CONFIG` (and `make train` until the RL loop lands) runs it end to end:
 tokenizer (trained here or loaded), model (from scratch or from a checkpoint), AdamW with
 warmup and cosine decay, the router's auxiliary loss and balancing bias, held-out loss before
-and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample.
+and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample. The main
+job (`overture train`) runs it as its warm-up before SFT, with the demonstrations' tokens added
+to the corpus (`documents`).
 
 With `parallel.nproc` > 1 it runs on that many processes (`run_parallel`; Ray actors when
 `runtime.ray` is set): every rank draws the same windows from the seed and trains on its rows
@@ -16,7 +18,7 @@ directory, the gathered checkpoint and the sample.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,13 +57,20 @@ class TokenSplits:
     val: torch.Tensor
 
 
-def corpus_tokens(tokenizer: Tokenizer, texts: list[str], hold_out_every: int = 10) -> TokenSplits:
-    """Encode documents into two streams; every `hold_out_every`-th document is held out, so
-    the held-out split mixes source files and conversations as the training split does."""
+def corpus_tokens(
+    tokenizer: Tokenizer,
+    texts: list[str],
+    hold_out_every: int = 10,
+    documents: Sequence[Sequence[int]] = (),
+) -> TokenSplits:
+    """Encode `texts`, then append `documents` (already token ids), into two streams; every
+    `hold_out_every`-th document is held out, so the held-out split mixes source files and
+    conversations as the training split does."""
+    encoded = [tokenizer.encode(text) for text in texts] + [list(ids) for ids in documents]
     splits: tuple[list[int], list[int]] = ([], [])
-    for i, text in enumerate(texts):
+    for i, ids in enumerate(encoded):
         held_out = i % hold_out_every == hold_out_every - 1
-        splits[held_out].extend([*tokenizer.encode(text), tokenizer.endoftext_id])
+        splits[held_out].extend([*ids, tokenizer.endoftext_id])
     return TokenSplits(train=torch.tensor(splits[0]), val=torch.tensor(splits[1]))
 
 
@@ -106,9 +115,15 @@ def expert_load_cv(tokens_per_expert: torch.Tensor) -> float:
     return (load.std(-1) / load.mean(-1)).mean().item()
 
 
-def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], None] = print) -> dict:
-    """Train the policy as a language model on the shipped corpus; returns a summary dict (rank
-    0's when `parallel.nproc` > 1)."""
+def pretrain(
+    config: RunConfig,
+    overwrite: bool = False,
+    echo: Callable[[str], None] = print,
+    documents: Sequence[Sequence[int]] = (),
+) -> dict:
+    """Train the policy as a language model on the shipped corpus and `documents` (token ids:
+    the main job's demonstrations, every token of them); returns a summary dict (rank 0's when
+    `parallel.nproc` > 1)."""
     prepared = False
     if launches_processes(config.parallel):
         check_sharded_training(config)
@@ -119,7 +134,7 @@ def pretrain(config: RunConfig, overwrite: bool = False, echo: Callable[[str], N
             )
         prepare_run_dir(config, overwrite, resume=False)
         overwrite, prepared = False, True
-    args = (config, overwrite, prepared)
+    args = (config, overwrite, prepared, documents)
     return run_parallel(pretrain_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
 
 
@@ -143,7 +158,11 @@ def _lm_loss(
 
 
 def pretrain_rank(
-    config: RunConfig, overwrite: bool, prepared: bool, echo: Callable[[str], None] = print
+    config: RunConfig,
+    overwrite: bool,
+    prepared: bool,
+    documents: Sequence[Sequence[int]] = (),
+    echo: Callable[[str], None] = print,
 ) -> dict | None:
     """`pretrain` on this process: the whole run, or this rank's part of a job (`prepared`: the
     launcher made the run directory). Ranks other than 0 return None."""
@@ -158,7 +177,7 @@ def pretrain_rank(
     started = time.time()
 
     tokenizer = load_tokenizer(config)
-    data = corpus_tokens(tokenizer, builtin_corpus_texts())
+    data = corpus_tokens(tokenizer, builtin_corpus_texts(), documents=documents)
     model = build_model(config, tokenizer, device)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
