@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 
 from tasks_helpers import config
 
@@ -12,7 +13,7 @@ from overture.config import RunConfig
 from overture.rl.demonstrations import demonstration_problem, render_demonstration
 from overture.sandbox import SandboxPool
 from overture.tasks.check import check_tasks
-from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all
+from overture.tasks.oracle import enclosing_function, file_edits, oracle_turns, plan_edits, solve_all
 from overture.tasks.snapshots import starting_base
 from overture.text import train_default_tokenizer
 
@@ -44,6 +45,9 @@ def test_oracle_solves_every_task_through_the_tools(numbers_task_set):
         names = [[call["name"] for call in turn["calls"]] for turn in trajectory.turns]
         assert names[0] == ["grep", "codebase_search"]  # searches in parallel, then reads
         assert names[1][0] == "read_file"
+        # It reads the function from its `def` line, a number the grep of the first turn printed.
+        printed = re.findall(r":(\d+):def ", trajectory.turns[0]["calls"][0]["response"])
+        assert trajectory.turns[1]["calls"][0]["arguments"]["offset"] in {int(n) for n in printed}
         assert "search_replace" in names[2]
         assert names[-1] == ["finish"]
         assert trajectory.metrics["reads_before_first_edit"] >= 4
@@ -67,6 +71,28 @@ def test_edits_grow_until_the_old_text_is_unique():
     assert before.count(edit.old) == 1
     assert before.replace(edit.old, edit.new) == after
     assert edit.old == "y = 2\nx = 1\nz = 3\n" and edit.line == 2  # one line of context each side
+
+
+def test_an_edit_knows_the_function_it_is_in():
+    source = (
+        "import os\n"  # 1
+        "\n"  # 2
+        "class A:\n"  # 3
+        "    def f(self):\n"  # 4
+        "        def g():\n"  # 5
+        "            return 1\n"  # 6
+        "        return g()\n"  # 7
+        "\n"  # 8
+        "async def h():\n"  # 9
+        "    await x\n"  # 10
+    )
+    assert enclosing_function(source, 6) == (5, 6)  # the innermost
+    assert enclosing_function(source, 7) == (4, 7)
+    assert enclosing_function(source, 10) == (9, 10)
+    assert enclosing_function(source, 1) is None and enclosing_function(source, 3) is None
+    assert enclosing_function("def broken(:\n", 1) is None
+    (edit,) = file_edits("a.py", source, source.replace("return 1", "return 2"))
+    assert edit.function == (5, 6)
 
 
 def test_oracle_is_not_handed_the_answer_by_the_workspace(numbers_task_set):

@@ -7,7 +7,9 @@ that occurs once in it, as a careful agent copies it). The turns are:
 
 1. `grep` for the definition of the function involved and `codebase_search` for the failing
    test's behaviour, in parallel;
-2. `read_file` around the code to change and `grep` the failing test with context, in parallel;
+2. `read_file` of the whole function to change, from its `def` line (the line number the grep
+   printed, which a model can copy; a few lines around the change outside any function), and
+   `grep` the failing test with context, in parallel;
 3. one `search_replace` per change (`write_file`/`delete_file` for whole files);
 4. `run_terminal_cmd` with the failing tests;
 5. `finish`.
@@ -19,6 +21,7 @@ supervised fine-tuning (`demonstration()` gives it in the `messages` format `ove
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import difflib
 import keyword
@@ -53,6 +56,7 @@ class Edit:
     old: str | None
     new: str | None
     line: int = 1
+    function: tuple[int, int] | None = None  # first and last line of the function the change is in
 
 
 @dataclass
@@ -99,8 +103,25 @@ def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
             if old and before.count(old) == 1:
                 break
         new = "".join([*old_lines[start:i1], *new_lines[j1:j2], *old_lines[i2:stop]])
-        edits.append(Edit(rel, old, new, start + 1))
+        changed = i1 + 1 if i2 > i1 else max(1, i1)  # an insertion: the line before it
+        edits.append(Edit(rel, old, new, start + 1, enclosing_function(before, changed)))
     return edits
+
+
+def enclosing_function(source: str, line: int) -> tuple[int, int] | None:
+    """First (the `def`) and last line of the innermost function or method of `source` holding
+    `line`; None outside any function or when the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(spans, default=None)
 
 
 def _function_name(task: Task, edits: list[Edit]) -> str:
@@ -137,7 +158,14 @@ def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
     ]
     reads = []
     if first.old is not None:
-        offset, limit = max(1, first.line - READ_MARGIN), first.old.count("\n") + 1 + 2 * READ_MARGIN
+        last = first.line + first.old.count("\n") - 1  # the edit's last line
+        if first.function is not None:
+            # The whole function from its `def` line, the number the grep of turn 1 printed.
+            offset = min(first.function[0], first.line)
+            limit = max(first.function[1], last) - offset + 1
+        else:
+            offset = max(1, first.line - READ_MARGIN)
+            limit = last + READ_MARGIN - offset + 1
         reads.append(ToolCall("read_file", {"path": first.path, "offset": offset, "limit": limit}))
     if test_function:
         reads.append(
