@@ -132,8 +132,9 @@ class TrainingConfig(Section):
 
 
 class LMWarmupConfig(Section):
-    """`overture train`'s language-model warm-up before SFT: next-token training on the corpus
-    overture ships (`overture pretrain`), in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
+    """`overture train`'s language-model warm-up before SFT: next-token training (`overture
+    pretrain`) on the corpus overture ships and every token of the demonstrations SFT trains on,
+    in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
 
     steps: int = Field(0, ge=0, description="optimizer steps; 0 = no warm-up, SFT starts from scratch")
     batch_size: int = Field(16, gt=0, description="windows per optimizer step")
