@@ -7,6 +7,7 @@ Screenshots go to $OVERTURE_TEST_ARTIFACTS (default `.cache/test-artifacts/`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -75,16 +76,19 @@ def test_browser_draws_the_list_and_a_trajectory_and_keeps_a_screenshot(viewer_r
 
 def test_browser_filters_follow_the_url(viewer_run_dir, tmp_path):
     stored = all_trajectories(viewer_run_dir)
-    finished = [
+    # The rarest status of the run: which statuses a barely trained smoke model's episodes end
+    # with varies from run to run, and the rarest one filters the most out.
+    statuses = Counter(r["status"] for records in stored.values() for r in records)
+    status = min(statuses, key=lambda name: (statuses[name], name))
+    matching = [
         f"{s}:{n}"
         for s, records in stored.items()
         for n, r in enumerate(records)
-        if r["status"] == "finished"
+        if r["status"] == status
     ]
-    assert finished
-    dom = dump_dom(page_url(viewer_run_dir, tmp_path, "status=finished"))
-    assert sorted(list_items(dom)) == sorted(finished)
-    assert f"{len(finished)} of {sum(map(len, stored.values()))} trajectories" in dom
+    dom = dump_dom(page_url(viewer_run_dir, tmp_path, f"status={status}"))
+    assert sorted(list_items(dom)) == sorted(matching)
+    assert f"{len(matching)} of {sum(map(len, stored.values()))} trajectories" in dom
     # With nothing selected, the first match is shown.
     (shown,) = re.findall(r'class="trajectory-view" data-id="([^"]+)"', dom)
     assert shown == list_items(dom)[0]
