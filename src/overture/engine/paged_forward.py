@@ -40,27 +40,34 @@ class PagedForward:
     @torch.inference_mode()
     def prefill(self, tokens: list[list[int]], tables: list[list[int]]) -> torch.Tensor:
         """Fill the cache for each token list (positions 0..n-1); B×V logits of its last token."""
-        lengths = [len(row) for row in tokens]
-        width = max(lengths)
-        block = self.cache.block_size
-        ids = self._tensor([row + [0] * (width - len(row)) for row in tokens])
-        # Padding positions write to the scratch block, which no sequence reads.
-        slots: list[int] = []
-        for table, n in zip(tables, lengths, strict=True):
-            slots += slot_indices([table], [range(n)], block) + [SCRATCH_BLOCK * block] * (width - n)
-        slots_t = self._tensor(slots)
-        positions = torch.arange(width, device=self.device).expand(len(tokens), width)
+        ids, positions, slots = self._right_padded(tokens, [0] * len(tokens), tables)
         x = self.model.embed_tokens(ids)
         cos, sin = self.model.rotary(positions, x.dtype)
         for index, layer in enumerate(self.model.layers):
             attn = layer.self_attn
             q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
-            self.cache.write(index, slots_t, k.transpose(1, 2).flatten(0, 1), v.transpose(1, 2).flatten(0, 1))
+            self.cache.write(index, slots, k.transpose(1, 2).flatten(0, 1), v.transpose(1, 2).flatten(0, 1))
             # Right padding: a real query's causal window holds only real keys.
             x = x + attn.attend(q, k, v)
             x, _ = layer.feed_forward(x)
-        last = self._tensor([n - 1 for n in lengths])
+        last = self._tensor([len(row) - 1 for row in tokens])
         return self._logits(x[torch.arange(len(tokens), device=self.device), last])
+
+    def _right_padded(
+        self, tokens: list[list[int]], starts: list[int], tables: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """B×T ids and positions of rows `tokens[i]` from position `starts[i]`, right-padded, and
+        their B·T flat cache slots; padding writes to the scratch block, which no sequence reads."""
+        block = self.cache.block_size
+        width = max(len(row) for row in tokens)
+        ids, positions, slots = [], [], []
+        for row, start, table in zip(tokens, starts, tables, strict=True):
+            pad = width - len(row)
+            ids.append(row + [0] * pad)
+            positions.append(list(range(start, start + len(row))) + [0] * pad)
+            slots += slot_indices([table], [range(start, start + len(row))], block)
+            slots += [SCRATCH_BLOCK * block] * pad
+        return self._tensor(ids), self._tensor(positions), self._tensor(slots)
 
     def _tables(self, tables: list[list[int]]) -> torch.Tensor:
         """Block tables as one B×n tensor, short ones padded with the scratch block."""
@@ -84,21 +91,6 @@ class PagedForward:
         """Prefill after a cached prefix: `tokens[i]` from position `starts[i]` on (the cache
         holds the keys and values before it, in the blocks of `tables[i]`); B×V logits of each
         row's last token."""
-        block = self.cache.block_size
-        width = max(len(row) for row in tokens)
-        ids, positions, slots = [], [], []
-        for row, start, table in zip(tokens, starts, tables, strict=True):
-            pad = width - len(row)
-            ids.append(row + [0] * pad)
-            positions.append(list(range(start, start + len(row))) + [0] * pad)
-            slots += slot_indices([table], [range(start, start + len(row))], block)
-            slots += [SCRATCH_BLOCK * block] * pad
+        ids, positions, slots = self._right_padded(tokens, starts, tables)
         last = self._tensor([len(row) - 1 for row in tokens])
-        return self.decoder.forward(
-            self._tensor(ids),
-            self._tensor(positions),
-            self.cache,
-            self._tables(tables),
-            self._tensor(slots),
-            last,
-        )
+        return self.decoder.forward(ids, positions, self.cache, self._tables(tables), slots, last)
