@@ -23,7 +23,7 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Verifiable coding tasks: syn
 
 TaskFile = Annotated[Path, typer.Argument(help="JSONL task file")]
 ConfigOption = Annotated[
-    Path | None, typer.Option(help="TOML run configuration ([tasks], [sandbox], [agent])")
+    Path | None, typer.Option(help="TOML run configuration (tasks, sandbox and agent sections)")
 ]
 Jobs = Annotated[int | None, typer.Option(help="sandboxes working at once (default: CPU count)")]
 
