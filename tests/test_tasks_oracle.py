@@ -12,10 +12,12 @@ from tasks_helpers import config
 from overture.config import RunConfig
 from overture.rl.demonstrations import demonstration_problem, render_demonstration
 from overture.sandbox import SandboxPool
+from overture.tasks import oracle
 from overture.tasks.check import check_tasks
 from overture.tasks.oracle import enclosing_function, file_edits, oracle_turns, plan_edits, solve_all
 from overture.tasks.snapshots import starting_base
 from overture.text import train_default_tokenizer
+from overture.text.tool_calls import ToolCall
 
 
 def _solve(tasks, run_config: RunConfig | None = None):
@@ -103,6 +105,33 @@ def test_oracle_is_not_handed_the_answer_by_the_workspace(numbers_task_set):
     # The edit's old text is what the starting workspace holds; the fix exists only in the patch.
     buggy = (starting_base(task) / edits[0].path).read_text()
     assert edits[0].old in buggy and edits[0].new not in buggy
+
+
+def test_oracle_runs_the_files_of_the_listed_tests_only(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    many = [f"tests/test_{i % 7}.py::test_case_{i}" for i in range(30)]  # 7 files, 30 ids
+    turns = oracle_turns(dataclasses.replace(task, FAIL_TO_PASS=many), plan_edits(task, starting_base(task)))
+    (run,) = turns[3].calls
+    # The statement lists the first five failing tests; their files are what a model can run.
+    assert run.arguments["command"].endswith(" ".join(f"tests/test_{i}.py" for i in range(5)))
+    assert "::" not in run.arguments["command"]
+
+
+def test_a_run_with_a_failed_call_is_no_demonstration(numbers_task_set, monkeypatch):
+    _, tasks = numbers_task_set
+    planned = oracle.oracle_turns
+
+    def with_a_bad_read(task, edits):  # the fix still lands; one read asks for a missing file
+        turns = planned(task, edits)
+        turns[1].calls.append(ToolCall("read_file", {"path": "no/such/file.py"}))
+        return turns
+
+    monkeypatch.setattr(oracle, "oracle_turns", with_a_bad_read)
+    (result,) = _solve(tasks[:1])
+    assert result.trajectory.reward_info["resolution"] == "resolved"
+    assert not result.solved
+    assert result.why.startswith("an oracle call failed: read_file: ")
 
 
 def test_check_accepts_valid_tasks_and_names_broken_ones(numbers_task_set):

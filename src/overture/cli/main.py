@@ -86,9 +86,7 @@ def sandbox_run(
     ctx: typer.Context,
     workspace: Annotated[Path, typer.Option(help="directory the sandbox starts from (never modified)")],
     timeout: Annotated[float | None, typer.Option(help="wall-clock limit in seconds")] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML run configuration for the sandbox limits")
-    ] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML run configuration for the sandbox limits")] = None,
     set_: Overrides = None,
     diff: Annotated[bool, typer.Option(help="include the workspace diff in the result")] = False,
 ) -> None:
@@ -117,7 +115,7 @@ def sandbox_run(
 def tools_run(
     workspace: Annotated[Path, typer.Option(help="directory the sandbox starts from (never modified)")],
     calls: Annotated[str, typer.Option(help="file holding an assistant turn's text with tool calls, or -")],
-    config: Annotated[Path | None, typer.Option(help="TOML run configuration (sandbox and agent sections)")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML run configuration (sandbox, agent)")] = None,
     set_: Overrides = None,
     tokenizer: Annotated[
         Path | None, typer.Option(help="tokenizer directory for the response cap (default: overture's)")

@@ -11,11 +11,12 @@ that occurs once in it, as a careful agent copies it). The turns are:
    printed, which a model can copy; a few lines around the change outside any function), and
    `grep` the failing test with context, in parallel;
 3. one `search_replace` per change (`write_file`/`delete_file` for whole files);
-4. `run_terminal_cmd` with the failing tests;
+4. `run_terminal_cmd` on the files of the failing tests the statement lists;
 5. `finish`.
 
 Every call goes through `ToolSet` in a sandbox and the result is graded like any episode, so a
-solved task proves the environment end to end. The trajectory doubles as a demonstration for
+solved task proves the environment end to end; a run counts as solved only if no call failed (a
+demonstration must not teach a call that errs). The trajectory doubles as a demonstration for
 supervised fine-tuning (`demonstration()` gives it in the `messages` format `overture sft` reads).
 """
 
@@ -41,6 +42,7 @@ from overture.tasks.episodes import run_task_episode
 from overture.tasks.parallel import map_bounded
 from overture.tasks.snapshots import apply_patch, patched_files, starting_base
 from overture.tasks.spec import Task
+from overture.tasks.statement import MAX_TESTS_LISTED
 from overture.text import Tokenizer, ToolCall
 from overture.text.chat import assistant_body_pieces, render
 
@@ -176,10 +178,13 @@ def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
         f"The code in `{first.path}` does not do what the test expects. Fixing it.",
         [_edit_call(edit) for edit in edits],
     ))  # fmt: skip
-    ids = " ".join(shlex.quote(test) for test in task.FAIL_TO_PASS[:20])
+    # The files of the tests the statement lists: what a model can read off the report, and a
+    # command short enough for any turn budget (twenty test ids did not fit in 512 tokens).
+    listed = task.FAIL_TO_PASS[:MAX_TESTS_LISTED]
+    test_files = " ".join(shlex.quote(path) for path in dict.fromkeys(_test_parts(t)[0] for t in listed))
     turns.append(OracleTurn(
         "Now the failing tests should pass.",
-        [ToolCall("run_terminal_cmd", {"command": f"{task.test_cmd} -q -p no:cacheprovider {ids}"})],
+        [ToolCall("run_terminal_cmd", {"command": f"{task.test_cmd} -q -p no:cacheprovider {test_files}"})],
     ))  # fmt: skip
     summary = f"Fixed `{name}` in `{first.path}`; the failing tests pass now."
     turns.append(OracleTurn("", [ToolCall("finish", {"summary": summary})]))
@@ -236,22 +241,32 @@ async def solve_with_oracle(
     turns = oracle_turns(task, edits)
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
     trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
-    solved = trajectory.reward_info.get("resolution") == "resolved"
-    why = "resolved" if solved else _why_not(trajectory)
+    failed = _failed_calls(trajectory)
+    solved = trajectory.reward_info.get("resolution") == "resolved" and not failed
+    if solved:
+        why = "resolved"
+    elif failed:  # a demonstration must not teach a call that fails, even if the fix landed
+        why = "an oracle call failed: " + "; ".join(failed[:2])
+    else:
+        why = _why_not(trajectory)
     return OracleResult(task.instance_id, solved, why, trajectory, demonstration(trajectory, turns, tools))
+
+
+def _failed_calls(trajectory: Trajectory) -> list[str]:
+    """`name: response` of each call that came back as an error (malformed, arguments, tool)."""
+    return [
+        f"{call['name']}: {call['response'][:200]}"
+        for turn in trajectory.turns for call in turn["calls"] if call["error"]
+    ]  # fmt: skip
 
 
 def _why_not(trajectory: Trajectory) -> str:
     info = trajectory.reward_info
-    failed_calls = [
-        f"{call['name']}: {call['response'][:200]}"
-        for turn in trajectory.turns for call in turn["calls"] if call["error"]
-    ]  # fmt: skip
     parts = [
         f"{info.get('resolution', 'none')}",
         info.get("reason", ""),
         trajectory.status_reason,
-        *failed_calls[:2],
+        *_failed_calls(trajectory)[:2],
     ]
     return "; ".join(part for part in parts if part)
 
