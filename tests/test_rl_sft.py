@@ -19,8 +19,9 @@ from overture.rl.demonstrations import (
     synthetic_demonstrations,
 )
 from overture.rl.run_dir import read_metrics
+from overture.rl.setup import load_tokenizer
 from overture.rl.sft import DataOrder, sft
-from overture.text import train_default_tokenizer
+from overture.text import Tokenizer, train_default_tokenizer
 
 VOCAB = 1024
 
@@ -60,6 +61,17 @@ def test_loss_mask_covers_exactly_the_assistant_bodies():
     assert text.startswith("<tool_call>") and text.endswith(answer + "<|im_end|>")
     assert "How many lines" not in text and "You are a coding agent" not in text
     assert conversation.assistant_turn_count == 2
+
+
+def test_a_checkpoint_is_read_with_the_tokenizer_saved_beside_it(tmp_path):
+    # Another version of the package trains another default BPE; the checkpoint's own must win.
+    other = Tokenizer.train(["def other_corpus(x):\n    return x + 1\n" * 50], vocab_size=400)
+    other.save(tmp_path / "checkpoint")
+    config = sft_config(tmp_path)
+    assert load_tokenizer(config).vocab_size == VOCAB  # from scratch: the default BPE
+    config.model.path = str(tmp_path / "checkpoint")
+    assert load_tokenizer(config).vocab_size == other.vocab_size
+    assert load_tokenizer(config).encode("return x") == other.encode("return x")
 
 
 def test_sft_lowers_held_out_loss_and_writes_best_and_final(tmp_path):
