@@ -1,0 +1,163 @@
+"""Edit drills: short practice conversations cut from the reads of an oracle demonstration.
+
+An edit only applies when its `old_string` is copied exactly from the file, and a model trained
+from scratch sees one such copy per demonstration. A drill gives it many more, on the same code:
+it takes a `read_file` result of a demonstration, shows it with one synthesized bug in it (a
+`Mutation` of the read lines, the same kinds the task suite is made of), and ends with the
+`search_replace` that puts the line back — the `old_string` copied from the listing above it,
+the `new_string` the line as it was. Three turns, a few hundred tokens:
+
+    assistant: read_file(path, offset, limit)     (the demonstration's own call)
+    tool:      the listing, with the bug in it
+    assistant: <the demonstration's edit-turn text> search_replace(path, old_string, new_string)
+
+What a drill shows is the demonstration's listing with the demonstration's own fix applied first,
+so it never teaches the task's bug as correct code; drills come only from demonstrations of
+training tasks (the caller's choice), so no held-out function is shown. A listing is used only
+when it is whole: consecutive `N|text` lines (no line cut short, no middle cut by the response
+budget) that parse as Python once dedented. Mutations that change the number of lines are
+skipped, so the listing's line numbers stay true; so are those whose `old_string` would not be
+unique in the listing.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import libcst as cst
+
+from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
+
+__all__ = ["edit_drills"]
+
+_NUMBERED = re.compile(r"^\s*(\d+)\|(.*)$")
+_FOOTER = re.compile(r"^\[(lines \d+-\d+ of \d+;|end of file: lines)")
+
+
+def edit_drills(record: dict[str, Any], per_read: int | None = None) -> list[dict[str, Any]]:
+    """Drills (records in the demonstration `messages` format) from one demonstration record;
+    at most `per_read` from each of its listings (all when None), in source order."""
+    edit_turns = [message for message in record["messages"] if _calls(message, "search_replace")]
+    if not edit_turns:
+        return []
+    edit_text = edit_turns[0].get("content", "")
+    fixes = [call["arguments"] for message in edit_turns for call in _calls(message, "search_replace")]
+    drills = []
+    for arguments, listing in _reads(record["messages"]):
+        if arguments.get("path") not in {fix["file_path"] for fix in fixes}:
+            continue
+        made = _listing_drills(arguments, listing, [f for f in fixes if f["file_path"] == arguments["path"]])
+        for shown, old, new in list(made)[:per_read]:
+            edit = {"file_path": arguments["path"], "old_string": old, "new_string": new}
+            messages = [
+                _call_turn("", "read_file", arguments),
+                {"role": "tool", "content": shown},
+                _call_turn(edit_text, "search_replace", edit),
+            ]
+            name = f"{record.get('task_id', '')}#drill-{len(drills)}"
+            drills.append({"task_id": name, "messages": messages})
+    return drills
+
+
+def _call_turn(content: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def _calls(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    if message.get("role") != "assistant":
+        return []
+    return [call for call in message.get("tool_calls") or [] if call.get("name") == name]
+
+
+def _reads(messages: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], str]]:
+    """(arguments, result) of each successful `read_file` call, results matched in call order."""
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        results = []
+        for later in messages[index + 1 :]:
+            if later["role"] != "tool":
+                break
+            results.append(later["content"])
+        for call, result in zip(message.get("tool_calls") or [], results, strict=False):
+            if call["name"] == "read_file" and not result.startswith("Error"):
+                yield call["arguments"], result
+
+
+def _listing_drills(
+    arguments: dict[str, Any], listing: str, fixes: list[dict[str, Any]]
+) -> Iterator[tuple[str, str, str]]:
+    """(listing with one bug, old_string, new_string) for each usable mutation of `listing`."""
+    parsed = _parse_listing(listing)
+    if parsed is None:
+        return
+    numbers, code, footer = parsed
+    source = "".join(line + "\n" for line in code)
+    for fix in fixes:  # the listing as the code is meant to be
+        old, new = fix["old_string"], fix["new_string"]
+        if old in source:
+            if old.count("\n") != new.count("\n"):
+                return
+            source = source.replace(old, new, 1)
+    dedented = textwrap.dedent(source)
+    indent = _common_indent(source, dedented)
+    clean = _indented(dedented, indent)
+    if clean != source.splitlines():  # whitespace-only lines that dedent would change
+        return
+    try:
+        mutations = find_mutations(dedented, arguments["path"])
+    except cst.ParserSyntaxError:  # a listing that is not whole Python gives no drills
+        return
+    width = len(str(numbers[-1]))
+    for mutation in mutations:
+        buggy = _mutated_lines(dedented, mutation, indent)
+        if buggy is None or len(buggy) != len(clean):
+            continue
+        changed = [i for i, (a, b) in enumerate(zip(clean, buggy, strict=True)) if a != b]
+        if not changed:
+            continue
+        first, last = changed[0], changed[-1]
+        old = "".join(line + "\n" for line in buggy[first : last + 1])
+        new = "".join(line + "\n" for line in clean[first : last + 1])
+        if "".join(line + "\n" for line in buggy).count(old) != 1:
+            continue
+        shown = [f"{n:>{width}}|{line}" for n, line in zip(numbers, buggy, strict=True)]
+        yield "\n".join([*shown, *footer]), old, new
+
+
+def _parse_listing(listing: str) -> tuple[list[int], list[str], list[str]] | None:
+    """(line numbers, code lines, footer lines) of a whole `read_file` listing, else None."""
+    lines = listing.split("\n")
+    footer = [line for line in lines[-1:] if _FOOTER.match(line)]
+    body = lines[: len(lines) - len(footer)]
+    numbers, code = [], []
+    for line in body:
+        match = _NUMBERED.match(line)
+        if match is None or "… [" in line:  # a cut, or a line shortened by the tool
+            return None
+        numbers.append(int(match.group(1)))
+        code.append(match.group(2))
+    if len(numbers) < 2 or numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return None
+    return numbers, code, footer
+
+
+def _common_indent(source: str, dedented: str) -> str:
+    for original, stripped in zip(source.splitlines(), dedented.splitlines(), strict=True):
+        if stripped.strip():
+            return original[: len(original) - len(stripped)]
+    return ""
+
+
+def _mutated_lines(dedented: str, mutation: Mutation, indent: str) -> list[str] | None:
+    try:
+        return _indented(apply_mutation(dedented, mutation), indent)
+    except MutationError:
+        return None
+
+
+def _indented(text: str, indent: str) -> list[str]:
+    return [indent + line if line.strip() else line for line in text.splitlines()]

@@ -1,0 +1,99 @@
+"""Edit drills: cut from an oracle demonstration's reads, one synthesized bug each, line numbers
+kept, `old_string` copied from the listing, the task's own bug never shown as correct code."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+
+from tasks_helpers import config
+
+from overture.rl.demonstrations import render_demonstration
+from overture.sandbox import SandboxPool
+from overture.tasks.drills import edit_drills
+from overture.tasks.oracle import solve_all
+from overture.text import train_default_tokenizer
+
+ROW = re.compile(r"^\s*(\d+)\|(.*)$")
+
+
+def _demonstrations(tasks):
+    async def main():
+        run = config()
+        async with SandboxPool(run.sandbox) as pool:
+            return await solve_all(tasks, pool, train_default_tokenizer(), run, jobs=2)
+
+    return [result.demonstration for result in asyncio.run(main())]
+
+
+def _rows(listing: str) -> list[tuple[int, str]]:
+    return [(int(m.group(1)), m.group(2)) for m in map(ROW.match, listing.split("\n")) if m]
+
+
+def _read_and_fix(record):
+    messages = record["messages"]
+    (read_at,) = [
+        i for i, m in enumerate(messages) if any(c["name"] == "read_file" for c in m.get("tool_calls", []))
+    ]
+    listing = messages[read_at + 1]["content"]  # the read is the turn's first call
+    (fix,) = [
+        c["arguments"] for m in messages for c in m.get("tool_calls", []) if c["name"] == "search_replace"
+    ]
+    return messages[read_at]["tool_calls"][0]["arguments"], listing, fix
+
+
+def test_drills_fix_one_synthesized_bug_in_the_demonstrations_listing(numbers_tasks):
+    tokenizer = train_default_tokenizer()
+    records = _demonstrations(numbers_tasks[:4])
+    total = 0
+    for record in records:
+        arguments, listing, fix = _read_and_fix(record)
+        code = "".join(text + "\n" for _, text in _rows(listing))
+        assert fix["old_string"] in code  # the read shows the task's bug...
+        clean = code.replace(fix["old_string"], fix["new_string"])
+        drills = edit_drills(record)
+        total += len(drills)
+        for drill in drills:
+            read, shown, edit = drill["messages"]
+            assert read["tool_calls"][0]["arguments"] == arguments  # the demonstration's own call
+            rows = _rows(shown["content"])
+            assert [n for n, _ in rows] == [n for n, _ in _rows(listing)]  # line numbers stay true
+            assert shown["content"].splitlines()[-1] == listing.splitlines()[-1]  # and the footer
+            shown_code = "".join(text + "\n" for _, text in rows)
+            call = edit["tool_calls"][0]
+            assert call["name"] == "search_replace" and call["arguments"]["file_path"] == arguments["path"]
+            old, new = call["arguments"]["old_string"], call["arguments"]["new_string"]
+            assert shown_code.count(old) == 1 and old != new
+            assert shown_code.replace(old, new) == clean  # ...a drill's fix restores the clean code
+            conversation = render_demonstration(tokenizer, drill)
+            assert conversation.assistant_turn_count == 2 and len(conversation) < 1024
+    assert total >= 8  # a whole function gives several drills
+
+
+def test_listings_that_are_not_whole_give_no_drills(numbers_tasks):
+    (record,) = _demonstrations(numbers_tasks[:1])
+    assert edit_drills(record, per_read=2) and len(edit_drills(record, per_read=2)) <= 2
+    assert edit_drills({"messages": [m for m in record["messages"] if m["role"] != "tool"]}) == []
+
+    _, listing, _ = _read_and_fix(record)
+    rows = listing.split("\n")
+    cut_in_the_middle = "\n".join(
+        [*rows[:2], "[... 40 of 300 tokens cut from the middle of this response ...]", *rows[3:]]
+    )
+    shortened = "\n".join([rows[0] + "… [120 more characters]", *rows[1:]])
+    for broken in (cut_in_the_middle, shortened, "Error: read_file: no such file"):
+        damaged = copy.deepcopy(record)
+        for message in damaged["messages"]:
+            if message["role"] == "tool" and message["content"] == listing:
+                message["content"] = broken
+        assert edit_drills(damaged) == [], broken
+
+    no_edit = {
+        "messages": [
+            m
+            for m in record["messages"]
+            if not any(c["name"] == "search_replace" for c in m.get("tool_calls", []))
+        ]
+    }
+    assert edit_drills(no_edit) == []
