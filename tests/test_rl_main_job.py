@@ -228,6 +228,7 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     # The language-model warm-up ran first, and SFT started from its checkpoint.
     warmup = summary["lm_warmup"]
     assert warmup["steps"] == 3 and warmup["final_val_loss"] < warmup["initial_val_loss"]
+    assert warmup["edit_drills"] > 0
     sft_start = load_config(run / "sft" / "config.toml").model.path
     assert sft_start == str(run / "lm-warmup" / "checkpoints" / "final")
 

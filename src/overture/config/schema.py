@@ -133,14 +133,21 @@ class TrainingConfig(Section):
 
 class LMWarmupConfig(Section):
     """`overture train`'s language-model warm-up before SFT: next-token training (`overture
-    pretrain`) on the corpus overture ships and every token of the demonstrations SFT trains on,
-    in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
+    pretrain`) on the corpus overture ships, every token of the demonstrations SFT trains on and
+    the edit drills cut from them, in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
 
     steps: int = Field(0, ge=0, description="optimizer steps; 0 = no warm-up, SFT starts from scratch")
     batch_size: int = Field(16, gt=0, description="windows per optimizer step")
     seq_len: int = Field(512, gt=1, description="tokens per window")
     lr: float | None = Field(None, gt=0, description="peak LR; unset = training.lr")
     warmup_steps: int = Field(20, ge=0, description="linear LR warmup, in steps")
+    edit_drills: int = Field(
+        0,
+        ge=0,
+        description="also train on up to this many edit drills (overture.tasks.drills) per read "
+        "listing of each demonstration: one synthesized bug shown, the search_replace that copies "
+        "and fixes it; 0 = none",
+    )
 
 
 class RLConfig(Section):

@@ -8,11 +8,12 @@ Phases, each calling the component that owns it:
 3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
    `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
    the corpus overture ships and on every token of the demonstrations SFT trains on (the
-   conversations' tool output included, which is where the copying a fix needs is seen most),
-   in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains on the demonstrations'
-   assistant turns, from the warm-up's checkpoint when there is one, until the held-out loss
-   stops improving (its own early stopping), in the sub-run `RUN/sft/`; RL starts from its best
-   weights;
+   conversations' tool output included, which is where the copying a fix needs is seen most)
+   and, with `lm_warmup.edit_drills`, on edit drills cut from their reads
+   (`overture.tasks.drills`), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft`
+   trains on the demonstrations' assistant turns, from the warm-up's checkpoint when there is
+   one, until the held-out loss stops improving (its own early stopping), in the sub-run
+   `RUN/sft/`; RL starts from its best weights;
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
@@ -59,6 +60,7 @@ from overture.engine import Engine
 from overture.model import load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from overture.rl.demonstrations import read_demonstrations, render_demonstration
 from overture.rl.evaluation import evaluate
 from overture.rl.job_display import JobDisplay
 from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
@@ -74,10 +76,11 @@ from overture.rl.pretrain import pretrain
 from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
-from overture.rl.sft import load_demonstration_samples, sft, split_held_out
+from overture.rl.sft import sft, split_held_out
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import Task
+from overture.tasks.drills import edit_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
@@ -295,17 +298,20 @@ class MainJob:
         return self.state.record("sft", summary)
 
     def _lm_warmup(self, sft_config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
-        """Next-token training on the shipped corpus and on every token of the demonstrations SFT
-        will train on (not those it holds out to stop on); an interrupted warm-up starts again."""
+        """Next-token training on the shipped corpus, on every token of the demonstrations SFT
+        will train on (not those it holds out to stop on) and on the edit drills cut from them;
+        an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
-        demonstrations, _ = split_held_out(
-            load_demonstration_samples(sft_config, tokenizer), sft_config.sft.val_fraction
-        )
+        records, _ = split_held_out(read_demonstrations(sft_config.sft.data), sft_config.sft.val_fraction)
+        drills, per_listing = [], self.config.lm_warmup.edit_drills
+        if per_listing:
+            drills = [drill for record in records for drill in edit_drills(record, per_listing)]
+        self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
+        documents = [render_demonstration(tokenizer, record).token_ids for record in [*records, *drills]]
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
-        summary = pretrain(
-            config, overwrite=True, echo=self.display.echo, documents=[d.token_ids for d in demonstrations]
-        )
+        summary = pretrain(config, overwrite=True, echo=self.display.echo, documents=documents)
+        summary["edit_drills"] = len(drills)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
         self._timed("lm_warmup", began)
@@ -485,7 +491,7 @@ class MainJob:
             "tasks": tasks,
             "lm_warmup": {
                 key: (self.state.get("lm_warmup") or {}).get(key)
-                for key in ("steps", "initial_val_loss", "final_val_loss")
+                for key in ("steps", "edit_drills", "initial_val_loss", "final_val_loss")
             },
             "sft": {
                 key: sft_summary.get(key)
