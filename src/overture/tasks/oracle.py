@@ -241,11 +241,11 @@ async def solve_with_oracle(
     turns = oracle_turns(task, edits)
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
     trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
-    failed = _failed_calls(trajectory)
-    solved = trajectory.reward_info.get("resolution") == "resolved" and not failed
+    resolved, failed = trajectory.reward_info.get("resolution") == "resolved", _failed_calls(trajectory)
+    solved = resolved and not failed  # a demonstration must not teach a call that fails
     if solved:
         why = "resolved"
-    elif failed:  # a demonstration must not teach a call that fails, even if the fix landed
+    elif resolved:
         why = "an oracle call failed: " + "; ".join(failed[:2])
     else:
         why = _why_not(trajectory)
