@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
+
 import pytest
 from agent_helpers import call_text, in_sandbox, make_repo, one, run_calls
 
@@ -271,14 +276,39 @@ def test_codebase_search_with_embeddings_ranks_by_meaning_and_keeps_vectors(repo
     )
     assert record.ok, record.response
     assert record.response.startswith("1. calc/core.py:9-11 (mean)")
-    # The vectors were saved: another process (here: a fresh build) embeds nothing again.
+    # The vectors were saved: another process embeds nothing again.
     assert len(list(cache.glob("*.npz"))) == 1
     first = base_index(repo, "embedding", str(cache))
-    rebuilt = BaseIndex.build(repo.resolve(), "embedding", VectorStore(cache, repo.resolve()))
-    assert (
-        first.ranker.embedded_now == len({c.text for c in first.chunks}) and rebuilt.ranker.embedded_now == 0
+    assert first.ranker.vectors.shape[0] == len(first.chunks)
+    other_process = subprocess.run(
+        [sys.executable, "-c", REBUILD, str(repo.resolve()), str(cache)], capture_output=True, text=True
     )
-    assert (rebuilt.ranker.vectors == first.ranker.vectors).all()
+    assert other_process.returncode == 0, other_process.stderr
+    assert json.loads(other_process.stdout.splitlines()[-1]) == {"embedded": 0, "chunks": len(first.chunks)}
+
+    # In this process, another base with one function changed (the next task's copy of the
+    # repository) embeds only the changed chunk, with no disk store at all.
+    copy = tmp_path / "next-task"
+    shutil.copytree(repo, copy)
+    core = copy / "calc" / "core.py"
+    core.write_text(core.read_text().replace("(len(values) + 1)", "len(values)"))
+    changed = BaseIndex.build(copy.resolve(), "embedding", VectorStore(None, copy.resolve()))
+    assert changed.ranker.embedded_now == 1
+    same = [i for i, c in enumerate(changed.chunks) if c.text in {f.text for f in first.chunks}]
+    assert len(same) == len(changed.chunks) - 1
+    by_text = {c.text: v for c, v in zip(first.chunks, first.ranker.vectors, strict=True)}
+    assert all((changed.ranker.vectors[i] == by_text[changed.chunks[i].text]).all() for i in same)
+
+
+REBUILD = """
+import json, sys
+from pathlib import Path
+from overture.agent.search import BaseIndex
+from overture.agent.search.vector_store import VectorStore
+base, cache = Path(sys.argv[1]), Path(sys.argv[2])
+index = BaseIndex.build(base, "embedding", VectorStore(cache, base))
+print(json.dumps({"embedded": index.ranker.embedded_now, "chunks": len(index.chunks)}))
+"""
 
 
 def test_search_replace_shows_the_edited_region_even_when_the_new_text_occurs_earlier(repo):

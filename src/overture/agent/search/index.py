@@ -26,7 +26,7 @@ import numpy as np
 from overture.agent.search.bm25 import BM25, terms
 from overture.agent.search.chunks import Chunk, chunk_file, indexable
 from overture.agent.search.embeddings import embed
-from overture.agent.search.vector_store import VectorStore, default_cache_dir, text_key
+from overture.agent.search.vector_store import VectorStore, default_cache_dir, recall, remember, text_key
 from overture.sandbox import ConfinedFiles
 from overture.sandbox.files import looks_binary
 
@@ -87,12 +87,15 @@ class Ranker:
         self._extra_vectors: dict[str, np.ndarray] = {}
 
     def _embed_base(self, chunks: list[Chunk], store: VectorStore | None) -> np.ndarray:
-        known = store.load() if store is not None else {}
         keys = [text_key(chunk.text) for chunk in chunks]
+        known = recall(keys)
+        if store is not None:
+            known.update(store.load())
         missing = {key: chunk.text for key, chunk in zip(keys, chunks, strict=True) if key not in known}
         if missing:
             known.update(zip(missing, embed(list(missing.values())), strict=True))
         self.embedded_now = len(missing)
+        remember({key: known[key] for key in keys})
         if store is not None:
             store.save({key: known[key] for key in keys})
         return np.stack([known[key] for key in keys]) if keys else embed([])

@@ -1,8 +1,11 @@
-"""Chunk embeddings kept on disk between processes, keyed by chunk content.
+"""Chunk embeddings kept between builds, keyed by chunk content: on disk between processes, and
+in memory across the base directories of one process.
 
 Embedding a mid-sized repository takes minutes on a CPU, and every `overture agent` run is a
 new process, so the vectors of each base directory are saved (one `.npz` per base, holding only
-its current chunks) and reused: a later build embeds only chunks whose text is new.
+its current chunks) and reused: a later build embeds only chunks whose text is new. Within a
+process, every task's base is a copy of its repository with a change or two, so the vectors
+embedded for one base (`remember`) serve the next (`recall`): only the changed chunks are new.
 """
 
 from __future__ import annotations
@@ -11,12 +14,36 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 log = logging.getLogger(__name__)
 MODEL_TAG = "all-MiniLM-L6-v2"
+
+
+SHARED_LIMIT = 100_000  # vectors kept in memory (all-MiniLM-L6-v2: 1.5 KB each), oldest dropped first
+_SHARED: OrderedDict[str, np.ndarray] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+
+
+def recall(keys: Iterable[str]) -> dict[str, np.ndarray]:
+    """The vectors this process has embedded for any of `keys` (by `text_key`)."""
+    with _SHARED_LOCK:
+        return {key: _SHARED[key] for key in keys if key in _SHARED}
+
+
+def remember(vectors: dict[str, np.ndarray]) -> None:
+    """Keep `vectors` for later builds of this process, the newest last."""
+    with _SHARED_LOCK:
+        for key, vector in vectors.items():
+            _SHARED[key] = vector
+            _SHARED.move_to_end(key)
+        while len(_SHARED) > SHARED_LIMIT:
+            _SHARED.popitem(last=False)
 
 
 def default_cache_dir() -> Path:
