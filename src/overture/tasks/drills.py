@@ -22,6 +22,7 @@ unique in the listing.
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from collections.abc import Iterator
@@ -47,10 +48,10 @@ def edit_drills(record: dict[str, Any], per_read: int | None = None) -> list[dic
     fixes = [call["arguments"] for message in edit_turns for call in _calls(message, "search_replace")]
     drills = []
     for arguments, listing in _reads(record["messages"]):
-        if arguments.get("path") not in {fix["file_path"] for fix in fixes}:
+        fixes_here = [fix for fix in fixes if fix["file_path"] == arguments.get("path")]
+        if not fixes_here:
             continue
-        made = _listing_drills(arguments, listing, [f for f in fixes if f["file_path"] == arguments["path"]])
-        for shown, old, new in list(made)[:per_read]:
+        for shown, old, new in itertools.islice(_listing_drills(arguments, listing, fixes_here), per_read):
             edit = {"file_path": arguments["path"], "old_string": old, "new_string": new}
             messages = [
                 _call_turn("", "read_file", arguments),
