@@ -9,8 +9,10 @@
   engine without passing through the orchestrator's process.
 - `RemoteEnginePolicy` is the agent's `Policy` for the actor, used by episodes in any process. A
   request cut off by the death of the engine's process is submitted again once Ray has restarted
-  it (up to `retries` times): the episode continues from the turn it was in, its earlier turns
-  and their versions untouched; the tokens of the lost turn died with the process.
+  it (for up to `restart_wait_s`, a restart being a new process that imports torch and loads
+  the weights: seconds, more on a loaded machine): the episode continues from the turn it was
+  in, its earlier turns and their versions untouched; the tokens of the lost turn died with the
+  process.
 
 Aborts may reach the actor before the request they name (Ray does not order an async actor's
 calls): the actor remembers such keys (the newest `EARLY_ABORTS_KEPT`, as an abort that comes
@@ -24,6 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Generator, Mapping
@@ -38,6 +41,7 @@ from overture.model.devices import resolve_device
 
 # Seconds between tries while a dead engine actor is being restarted.
 RETRY_DELAY_S = 0.5
+RESTART_WAIT_S = 120.0  # how long a call waits for the engine actor to come back
 EARLY_ABORTS_KEPT = 4096
 
 
@@ -216,7 +220,7 @@ class RemoteRequest:
 
     async def _result(self) -> Generation:
         ray = import_ray()
-        tries = 0
+        deadline, resent = time.monotonic() + self.policy.restart_wait_s, False
         while True:
             try:
                 data = await self.policy.actor.generate.remote(
@@ -226,11 +230,11 @@ class RemoteRequest:
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
                 if self._aborted:
                     return Generation([], [], [], "abort")
-                tries += 1
-                if tries > self.policy.retries:
+                if time.monotonic() > deadline:
                     raise
-                if tries == 1:
+                if not resent:
                     self.policy.requests_resent += 1
+                    resent = True
                 await asyncio.sleep(RETRY_DELAY_S)
 
     def __await__(self) -> Generator[Any, None, Generation]:
@@ -242,8 +246,8 @@ class RemoteEnginePolicy:
     `requests_resent` counts requests sent again because the engine's process died under them
     (each once, however many tries its restart took)."""
 
-    def __init__(self, actor: Any, retries: int = 10, **sampling: Any) -> None:
-        self.actor, self.retries, self.sampling = actor, retries, sampling
+    def __init__(self, actor: Any, restart_wait_s: float = RESTART_WAIT_S, **sampling: Any) -> None:
+        self.actor, self.restart_wait_s, self.sampling = actor, restart_wait_s, sampling
         self.name = uuid.uuid4().hex[:12]
         self.counter = itertools.count()
         self.requests_resent = 0
@@ -258,12 +262,14 @@ def object_ref(weights: Any) -> Any:
     return weights if isinstance(weights, ray.ObjectRef) else ray.put(dict(weights))
 
 
-async def _call_through_restarts(call: Any, tries: int = 20) -> Any:
+async def _call_through_restarts(call: Any, wait_s: float = RESTART_WAIT_S) -> Any:
     """Await `call()` (a remote call), calling again while the actor is being restarted."""
     ray = import_ray()
-    for _ in range(tries - 1):
+    deadline = time.monotonic() + wait_s
+    while True:
         try:
             return await call()
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            if time.monotonic() > deadline:
+                raise
             await asyncio.sleep(RETRY_DELAY_S)
-    return await call()
