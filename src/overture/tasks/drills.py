@@ -30,6 +30,7 @@ from typing import Any
 
 import libcst as cst
 
+from overture.agent.tools.files import numbered
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 
 __all__ = ["edit_drills"]
@@ -112,7 +113,6 @@ def _listing_drills(
         mutations = find_mutations(dedented, arguments["path"])
     except cst.ParserSyntaxError:  # a listing that is not whole Python gives no drills
         return
-    width = len(str(numbers[-1]))
     for mutation in mutations:
         buggy = _mutated_lines(dedented, mutation, indent)
         if buggy is None or len(buggy) != len(clean):
@@ -125,8 +125,8 @@ def _listing_drills(
         new = "".join(line + "\n" for line in clean[first : last + 1])
         if "".join(line + "\n" for line in buggy).count(old) != 1:
             continue
-        shown = [f"{n:>{width}}|{line}" for n, line in zip(numbers, buggy, strict=True)]
-        yield "\n".join([*shown, *footer]), old, new
+        shown = numbered(buggy, numbers[0], max_chars=max(map(len, buggy)))  # as read_file prints
+        yield "\n".join([shown, *footer]), old, new
 
 
 def _parse_listing(listing: str) -> tuple[list[int], list[str], list[str]] | None:
