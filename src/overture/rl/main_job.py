@@ -285,10 +285,10 @@ class MainJob:
             )
             self.state.record("demonstrations", counts)
         self._timed("demonstrations", began)
-        sft_config = sft_phase_config(self.config, self.run_dir.path, demos)
+        start = None
         if self.config.lm_warmup.steps:
-            warmup = self.state.get("lm_warmup") or self._lm_warmup(sft_config, tokenizer)
-            sft_config = sft_phase_config(self.config, self.run_dir.path, demos, Path(warmup["checkpoint"]))
+            start = Path((self.state.get("lm_warmup") or self._lm_warmup(demos, tokenizer))["checkpoint"])
+        sft_config = sft_phase_config(self.config, self.run_dir.path, demos, start)
         self.display.phase("SFT on oracle demonstrations")
         began = time.time()
         summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
@@ -297,16 +297,15 @@ class MainJob:
         self._timed("sft", began)
         return self.state.record("sft", summary)
 
-    def _lm_warmup(self, sft_config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
+    def _lm_warmup(self, demos: Path, tokenizer: Tokenizer) -> dict[str, Any]:
         """Next-token training on the shipped corpus, on every token of the demonstrations SFT
         will train on (not those it holds out to stop on) and on the edit drills cut from them;
         an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
-        records, _ = split_held_out(read_demonstrations(sft_config.sft.data), sft_config.sft.val_fraction)
-        drills, per_listing = [], self.config.lm_warmup.edit_drills
-        if per_listing:
-            drills = [drill for record in records for drill in edit_drills(record, per_listing)]
+        records, _ = split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)  # SFT's split
+        per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
+        drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
         documents = [render_demonstration(tokenizer, record).token_ids for record in [*records, *drills]]
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
