@@ -3,8 +3,8 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 # Debian package:command pairs; patch is used by the tests to apply workspace diffs, chromium
-# (headless) by the viewer's browser test.
-DEBIAN  := bubblewrap:bwrap ripgrep:rg patch:patch chromium:chromium
+# (headless) by the viewer's browser test, gcc (cc) builds the engine's C attention kernel.
+DEBIAN  := bubblewrap:bwrap ripgrep:rg patch:patch chromium:chromium gcc:cc
 # The CPU build of torch that pip finds on this kind of machine; installed before the project so
 # that the project's `torch>=2.9` is already satisfied and no CUDA build is pulled in.
 TORCH   := torch==2.13.0

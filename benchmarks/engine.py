@@ -4,9 +4,10 @@ A tiny Qwen3-MoE (about 6M parameters) is built with random weights, written wit
 `overture.model.save_pretrained`, and loaded both by `overture.engine.Engine.from_pretrained` and
 by `transformers.AutoModelForCausalLM`. Both sample (temperature 1, top-p 1) the same number of
 new tokens from the same prompts, with stopping disabled. Figures: decode tokens/s at several
-batch sizes, prefill tokens/s, time for `abort("all")` to return with 32 requests running, and
-memory (KV pool, peak resident set). `generate()` is timed at torch's thread count and on one
-thread, and the speed-ups are stated against both. The engine raises glibc's malloc thresholds
+batch sizes, prefill tokens/s, time for `abort("all")` to return with 32 requests running, the
+decode step at 1,024 tokens of context with and without the C attention kernel, and memory (KV
+pool, peak resident set). `generate()` is timed at torch's thread count and on one thread, and
+the speed-ups are stated against both. The engine raises glibc's malloc thresholds
 for the whole process when it starts (`overture.engine.cpu_tuning`), so `generate()` runs with
 them too.
 
@@ -210,6 +211,26 @@ def prefix_cache_figures(model, shared: int, own: int, batch: int, repeats: int)
     }
 
 
+def long_context_figures(model, batch: int, prompt_len: int, repeats: int) -> dict:
+    """Decode step time at an agent's context length, attention reading the paged cache in place
+    (the C kernel, `engine.native_attention`) against gathering the blocks for torch's SDPA."""
+    prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size, seed=4)
+    tokens = batch * (prompt_len + 40)
+    steps = {}
+    for native in (True, False):
+        with Engine(
+            model, max_batch_size=batch, kv_cache_tokens=tokens, prefix_caching=False, native_attention=native
+        ) as engine:
+            steps[native] = min(_decode_step_seconds(engine, prompts) for _ in range(max(repeats, 2)))
+    return {
+        "batch": batch,
+        "prompt_len": prompt_len,
+        "decode_step_seconds_native": steps[True],
+        "decode_step_seconds_gather": steps[False],
+        "speedup": steps[False] / steps[True],
+    }
+
+
 def abort_seconds(engine: Engine, batch: int, prompt_len: int, trials: int = 5) -> dict:
     """Wall time of `abort("all")` with `batch` requests decoding, against one decode step."""
     prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size, seed=2)
@@ -271,6 +292,7 @@ def main() -> None:
         prefix_cache = prefix_cache_figures(engine.model, 1536, 128, 8, args.repeats)
         floor = model_floor(engine.model, batches, args.repeats)
         abort = abort_seconds(engine, 32, args.prompt_len)
+        long_context = long_context_figures(engine.model, 32, 1024, args.repeats)
         stats = engine.stats()
     finally:
         engine.close()
@@ -297,6 +319,7 @@ def main() -> None:
         "prefill": prefill,
         "prefix_cache": prefix_cache,
         "abort": abort,
+        "long_context": long_context,
         "memory": {
             "kv_cache_bytes": stats["kv_cache_bytes"],
             "kv_bytes_per_token": kv_bytes_per_token,
@@ -316,6 +339,12 @@ def main() -> None:
         f"{prefix_cache['own_tokens']} own tokens: {prefix_cache['engine_tokens_per_s']:,.0f} prompt tok/s, "
         f"{prefix_cache['engine_without_cache_tokens_per_s']:,.0f} without the cache "
         f"({prefix_cache['speedup_over_engine_without_cache']:.2f}x)"
+    )
+    print(
+        f"decode at {long_context['prompt_len']} tokens of context, batch {long_context['batch']}: "
+        f"{long_context['decode_step_seconds_native'] * 1e3:.1f} ms a step reading the cache in place, "
+        f"{long_context['decode_step_seconds_gather'] * 1e3:.1f} ms gathering it "
+        f"({long_context['speedup']:.2f}x)"
     )
     print(json.dumps(result))
 

@@ -248,6 +248,12 @@ class EngineConfig(Section):
         description="intra-op threads of decode steps on CPU (prefill keeps torch's setting); "
         "0 = torch's setting too",
     )
+    native_attention: bool = Field(
+        True,
+        description="on CPU with a float32 cache, decode attention reads the paged KV cache in place "
+        "through a C kernel built on first use (overture.engine.native_attention); false, or without "
+        "a C compiler: gather the blocks and use torch's attention",
+    )
 
 
 class SandboxConfig(Section):

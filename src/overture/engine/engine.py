@@ -96,7 +96,11 @@ class Engine:
         )
         decode = tokenizer.decode if tokenizer is not None else None
         self._scheduler = Scheduler(
-            PagedForward(model, self.cache), self.cache, self.config, self.max_model_len, decode
+            PagedForward(model, self.cache, self.config.native_attention),
+            self.cache,
+            self.config,
+            self.max_model_len,
+            decode,
         )
         self._version = version
         self._ids = itertools.count()

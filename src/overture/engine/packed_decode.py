@@ -13,6 +13,11 @@ several (the rest of a prompt whose beginning the prefix cache holds):
   most half as many pairs as there are experts (where that measured faster), reading only the
   chosen experts.
 
+A decode step's attention reads the paged cache in place through `native_attention` (a C
+kernel) where it is built and the cache is float32 on CPU; otherwise, and for rows of several
+tokens, each sequence's blocks are gathered into one tensor for `scaled_dot_product_attention`
+under a position mask.
+
 Weights are packed in the form the training forward's GEMMs see them: under "bf16" or "mxfp8"
 each packed matrix holds the rounded values (`overture.mx.round_operand` along the contraction
 dimension, as `overture.mx.linear` and `grouped_linear` round them), and activations are rounded
@@ -30,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from overture import mx
+from overture.engine import native_attention
 from overture.engine.kv_cache import PagedKVCache
 from overture.model import Transformer
 from overture.model.layers import SwiGLU, apply_rotary
@@ -65,10 +71,13 @@ class _PackedLayer:
 
 
 class PackedDecoder:
-    """One decode step of `model` over a paged cache, from weights packed by `pack()`."""
+    """One decode step of `model` over a paged cache, from weights packed by `pack()`.
 
-    def __init__(self, model: Transformer) -> None:
+    `native`: attend through the C kernel when it can serve the cache (else the torch path)."""
+
+    def __init__(self, model: Transformer, native: bool = True) -> None:
         self.model = model
+        self.native = native
         config = model.config
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -203,8 +212,17 @@ class PackedDecoder:
         batch, length = tokens.shape
         rows = batch * length
         heads, kv_heads, head_dim = self.num_heads, self.num_kv_heads, self.head_dim
-        key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
-        mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
+        # Rows of several tokens (a prompt's rest) keep torch's blocked attention on all threads:
+        # the kernel reads a row's keys once per query token, on one thread.
+        native = (
+            self.native
+            and length == 1
+            and cache.keys[0].dtype == torch.float32
+            and native_attention.supports(tokens, cache.keys[0])
+        )
+        if not native:
+            key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
+            mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
         x = model.embed_tokens(tokens).view(rows, -1)
         cos, sin = model.rotary(positions, x.dtype)
         for index, (layer, packed) in enumerate(zip(model.layers, self.layers, strict=True)):
@@ -220,11 +238,16 @@ class PackedDecoder:
                 k.transpose(1, 2).reshape(rows, kv_heads, head_dim),
                 v.transpose(1, 2).reshape(rows, kv_heads, head_dim),
             )
-            keys, values = cache.gather(index, tables)
-            attended = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, enable_gqa=kv_heads != heads
-            )
-            attended = attended.transpose(1, 2).reshape(rows, heads * head_dim)
+            if native:
+                attended = native_attention.paged_attention(
+                    q.transpose(1, 2), cache.keys[index], cache.values[index], tables, positions
+                )
+            else:
+                keys, values = cache.gather(index, tables)
+                attended = F.scaled_dot_product_attention(
+                    q, keys, values, attn_mask=mask, enable_gqa=kv_heads != heads
+                ).transpose(1, 2)
+            attended = attended.reshape(rows, heads * head_dim)
             x = x + self._gemm(attended, packed.o, packed.o_bias)
             h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
             if packed.mlp is not None:

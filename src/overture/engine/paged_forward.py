@@ -25,11 +25,11 @@ from overture.model import Transformer
 class PagedForward:
     """Runs `model` over token batches, reading and writing `cache`."""
 
-    def __init__(self, model: Transformer, cache: PagedKVCache) -> None:
+    def __init__(self, model: Transformer, cache: PagedKVCache, native_attention: bool = True) -> None:
         self.model = model
         self.cache = cache
         self.device = model.embed_tokens.weight.device
-        self.decoder = PackedDecoder(model)
+        self.decoder = PackedDecoder(model, native=native_attention)
 
     def _tensor(self, data: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.tensor(data, dtype=dtype, device=self.device)

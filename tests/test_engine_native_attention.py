@@ -1,0 +1,148 @@
+"""The C paged-attention kernel against the torch path (gather + masked SDPA), its errors, its
+build, and an engine serving through it against one that gathers."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tiny_model_config
+
+from overture.engine import Engine, native_attention
+from overture.engine.kv_cache import PagedKVCache
+from overture.model import Transformer
+
+needs_kernel = pytest.mark.skipif(
+    not native_attention.available(), reason="no C compiler to build the kernel with"
+)
+
+
+def random_cache(blocks: int, block_size: int, kv_heads: int, head_dim: int, seed: int = 0) -> PagedKVCache:
+    cache = PagedKVCache(1, blocks, block_size, kv_heads, head_dim, torch.float32, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(seed)
+    cache.keys[0].copy_(torch.randn(cache.keys[0].shape, generator=gen))
+    cache.values[0].copy_(torch.randn(cache.values[0].shape, generator=gen))
+    return cache
+
+
+def torch_attention(q, cache: PagedKVCache, tables, positions) -> torch.Tensor:
+    """B×T×Hq×D queries over the gathered blocks, each attending positions 0 … its own."""
+    keys, values = cache.gather(0, tables)
+    key_positions = torch.arange(keys.shape[2])
+    mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=q.shape[2] != keys.shape[1]
+    )
+    return out.transpose(1, 2)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("q_heads", "kv_heads", "head_dim"),
+    [(4, 2, 64), (4, 4, 128), (6, 2, 16)],  # GQA; one query head per key head; a generic head size
+)
+@pytest.mark.parametrize("tokens", [1, 3])  # a decode step; the rest of a prompt after a cached prefix
+def test_the_kernel_matches_gather_and_sdpa(q_heads, kv_heads, head_dim, tokens):
+    block_size, width, batch = 4, 6, 5
+    cache = random_cache(40, block_size, kv_heads, head_dim)
+    # Scattered, distinct blocks per sequence, as a pool hands them out after some churn.
+    tables = (torch.randperm(39)[: batch * width] + 1).view(batch, width)
+    ends = torch.tensor([0, 5, 11, 17, 23])  # from a single key to the table's last slot
+    positions = torch.stack([ends - tokens + 1 + t for t in range(tokens)], dim=1).clamp_min(0)
+    q = torch.randn(batch, tokens, q_heads, head_dim, generator=torch.Generator().manual_seed(1))
+    got = native_attention.paged_attention(q, cache.keys[0], cache.values[0], tables, positions)
+    want = torch_attention(q, cache, tables, positions)
+    assert got.shape == want.shape
+    assert (got - want).abs().max() <= 1e-5
+
+
+@needs_kernel
+def test_a_row_does_not_depend_on_the_rest_of_the_batch():
+    cache = random_cache(30, 4, 2, 64)
+    tables = (torch.randperm(29)[:24] + 1).view(4, 6)
+    positions = torch.tensor([[20], [3], [9], [17]])
+    q = torch.randn(4, 1, 4, 64)
+    batched = native_attention.paged_attention(q, cache.keys[0], cache.values[0], tables, positions)
+    for row in range(4):
+        alone = native_attention.paged_attention(
+            q[row : row + 1], cache.keys[0], cache.values[0], tables[row : row + 1], positions[row : row + 1]
+        )
+        assert torch.equal(alone[0], batched[row])
+
+
+@needs_kernel
+def test_bad_inputs_name_what_is_wrong():
+    cache = random_cache(10, 4, 2, 64)
+    tables = torch.tensor([[1, 2]])
+    q = torch.randn(1, 1, 4, 64)
+    with pytest.raises(ValueError, match="beyond its block table"):
+        native_attention.paged_attention(q, cache.keys[0], cache.values[0], tables, torch.tensor([[8]]))
+    with pytest.raises(ValueError, match="beyond its block table"):
+        native_attention.paged_attention(q, cache.keys[0], cache.values[0], tables, torch.tensor([[-1]]))
+    with pytest.raises(ValueError, match=r"q must be torch\.float32"):
+        native_attention.paged_attention(
+            q.double(), cache.keys[0], cache.values[0], tables, torch.tensor([[3]])
+        )
+    with pytest.raises(ValueError, match="outside the cache's 10 blocks"):
+        native_attention.paged_attention(
+            q, cache.keys[0], cache.values[0], torch.tensor([[1, 10]]), torch.tensor([[3]])
+        )
+    with pytest.raises(ValueError, match="not a multiple"):
+        native_attention.paged_attention(
+            torch.randn(1, 1, 3, 64), cache.keys[0], cache.values[0], tables, torch.tensor([[3]])
+        )
+
+
+@needs_kernel
+def test_loading_the_kernel_keeps_subnormals():
+    # -ffast-math at link time would set flush-to-zero for the whole process on load.
+    assert native_attention.library() is not None
+    tiny = torch.tensor([1e-39], dtype=torch.float32)
+    assert (tiny * 2).item() > 0
+
+
+def test_without_a_compiler_the_library_is_absent_and_the_engine_gathers(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+    native_attention.library.cache_clear()
+    try:
+        assert native_attention.library() is None
+        with pytest.raises(RuntimeError, match="not built"):
+            native_attention.paged_attention(
+                torch.randn(1, 1, 2, 8),
+                torch.zeros(2, 4, 2, 8),
+                torch.zeros(2, 4, 2, 8),
+                torch.tensor([[1]]),
+                torch.tensor([[0]]),
+            )
+        model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+        with Engine(model) as engine:
+            (out,) = engine.generate([[1, 2, 3]], max_new_tokens=4, temperature=0.0)
+        assert len(out.token_ids) == 4
+    finally:
+        native_attention.library.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_failed_build_is_reported_with_the_compiler_output(monkeypatch, tmp_path):
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.setattr(native_attention, "SOURCE", broken)
+    with pytest.raises(RuntimeError, match=r"failed: .*error"):
+        native_attention._build(shutil.which("cc"), tmp_path / "out" / "lib.so")
+    assert not (tmp_path / "out" / "lib.so").exists()
+
+
+@needs_kernel
+def test_an_engine_reading_the_cache_in_place_samples_as_one_that_gathers():
+    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
+    runs = {}
+    for native in (True, False):
+        with Engine(model, native_attention=native, kv_block_size=4) as engine:
+            runs[native] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
+    for got, want in zip(runs[True], runs[False], strict=True):
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
