@@ -50,7 +50,7 @@ $(THIRD_PARTY_DIR)/$(THIRD_PARTY): | $(STAMP)
 	tar -xzf $(THIRD_PARTY_DIR)/$(THIRD_PARTY).tar.gz -C $(THIRD_PARTY_DIR)
 
 train: deps
-	$(VENV)/bin/overture pretrain configs/tiny.toml --overwrite
+	$(VENV)/bin/overture train configs/tiny.toml --overwrite
 
 bench: deps
 	$(PY) benchmarks/model_forward.py

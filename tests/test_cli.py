@@ -53,7 +53,7 @@ def pretrain_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     args = [
         "pretrain",
-        str(REPO / "configs/tiny.toml"),
+        str(REPO / "configs/pretrain_tiny.toml"),
         "--set",
         f"output_dir={out}",
         "--set",

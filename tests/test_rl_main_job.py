@@ -105,6 +105,15 @@ def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every
     assert splits.train.tolist() == [t for i, ids in enumerate(encoded) if i not in held for t in [*ids, end]]
 
 
+def test_the_make_train_config_is_a_whole_main_job():
+    config = load_config(REPO / "configs" / "tiny.toml")
+    check_job_config(config, make_tasks(config.tasks.train_size, 0))
+    assert config.lm_warmup.steps > 0 and config.lm_warmup.edit_drills > 0
+    assert rl_mode(config) == "async+partial"
+    assert config.tasks.eval_size >= 200  # the held-out bar for pass@1
+    assert "configs/tiny.toml" in (REPO / "Makefile").read_text().split("\ntrain:")[1].split("\n\n")[0]
+
+
 def test_modes_are_named_by_the_rl_knobs():
     assert rl_mode(RunConfig.model_validate({"rl": {"staleness": 0}})) == "sync"
     assert rl_mode(RunConfig.model_validate({"rl": {"staleness": 2}})) == "async"
