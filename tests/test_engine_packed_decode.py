@@ -1,8 +1,10 @@
 """The packed decode step against the training forward, its two expert paths, repacking after a
-weight update, and the CPU settings the engine's step thread runs with."""
+weight update, and the CPU settings the engine's step thread runs with (and freed memory handed back)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -132,3 +134,35 @@ def test_intra_op_threads_applies_to_the_calling_thread_only():
 def test_keep_freed_memory_is_applied_once_on_glibc():
     assert keep_freed_memory() is True
     assert keep_freed_memory() is True
+
+
+RESIDENT_AFTER_FREE = """
+import threading, torch
+from overture.engine.cpu_tuning import keep_freed_memory, release_freed_memory
+
+def resident_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+
+keep_freed_memory()  # freed blocks below 64 MiB stay in the process, as in a serving process
+
+def churn():  # 1 MiB tensors in a thread's own arena, every other one kept a while
+    kept = [torch.ones(1 << 18) for _ in range(400)]
+    del kept[::2]
+    del kept
+
+thread = threading.Thread(target=churn)
+thread.start()
+thread.join()
+before = resident_mb()
+assert release_freed_memory()
+print(before, resident_mb())
+"""
+
+
+@pytest.mark.skipif(glibc_version() is None, reason="malloc_trim is glibc's")
+def test_release_freed_memory_hands_a_threads_freed_memory_back():
+    done = subprocess.run(
+        [sys.executable, "-c", RESIDENT_AFTER_FREE], capture_output=True, text=True, check=True
+    )
+    before, after = map(int, done.stdout.split())
+    assert before - after >= 200, (before, after)  # of the 400 MiB written and freed

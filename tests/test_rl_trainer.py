@@ -9,6 +9,7 @@ from conftest import tiny_model_config
 
 from overture.config import RunConfig
 from overture.model import Transformer, load_pretrained
+from overture.rl import trainer as trainer_module
 from overture.rl.batching import build_micro_batches
 from overture.rl.logprobs import token_logprobs
 from overture.rl.samples import TrainingSample
@@ -54,6 +55,16 @@ def test_on_policy_batch_has_ratio_one_and_bumps_the_version():
     assert metrics["trained_tokens"] == 5 and metrics["version_lag_max"] == 0
     assert trainer.policy_version == 1 and trainer.step == 1
     assert metrics["grad_norm"] > 0 and metrics["entropy"] > 0
+
+
+def test_an_rl_step_on_cpu_hands_freed_memory_back(monkeypatch):
+    calls = []
+    monkeypatch.setattr(trainer_module, "release_freed_memory", lambda: calls.append(1) or True)
+    config = run_config()
+    model = Transformer(config.model)
+    trainer = Trainer(model, config)
+    trainer.rl_step([on_policy(model, [*PROMPT, 7, 8], 1.0), on_policy(model, [*PROMPT, 9], -1.0)])
+    assert calls == [1]
 
 
 def test_rl_steps_raise_the_preferred_completion():

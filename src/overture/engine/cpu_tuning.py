@@ -1,4 +1,5 @@
-"""Running the engine's steps well on a CPU: freed memory kept in the process, and decode threads.
+"""Running the engine's steps well on a CPU: freed memory kept in the process (and handed back
+after training steps), and decode threads.
 
 Memory. PyTorch on CPU allocates every op's output with `malloc`. glibc serves a block above its mmap
 threshold (128 KiB at start, raised adaptively) with a fresh `mmap` and returns it on `free`, and
@@ -9,6 +10,13 @@ alone took 3.5 ms a step this way and 0.55 ms with the thresholds raised. `keep_
 raises both thresholds once for the whole process (`mallopt`), as the allocators inference
 servers preload (tcmalloc, jemalloc) behave by default. The cost: memory a process frees below
 the trim threshold stays mapped to it. Elsewhere than glibc it does nothing.
+
+Handing it back. glibc keeps freed memory in per-thread arenas; a process that trains and
+generates in several threads (the in-process RL runtime) fragments them, and its resident set
+grows with every step although its live tensors do not: the tiny main job's RL phase went from
+1.9 to 4.2 GB over four steps with 352 MB of tensors alive throughout. `release_freed_memory()`
+(`malloc_trim(0)`) returns the free pages of every arena; the trainer calls it after each RL step
+on CPU, which kept that phase at 0.9 GB between steps (peak 3.2 GB instead of 5.4 GB).
 
 Threads. The engine steps in its own thread, whose OpenMP team is not the main thread's. Once
 both teams exist there are more OpenMP threads than cores on a small machine, libgomp stops
@@ -65,6 +73,14 @@ def keep_freed_memory() -> bool:
         log.warning("mallopt refused the engine's malloc thresholds; CPU decode may page-fault")
     _applied = ok
     return ok
+
+
+def release_freed_memory() -> bool:
+    """Hand the free memory of every glibc arena back to the system; whether it could (glibc only)."""
+    if glibc_version() is None:
+        return False
+    ctypes.CDLL(None).malloc_trim(0)
+    return True
 
 
 @contextmanager

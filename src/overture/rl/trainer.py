@@ -49,6 +49,7 @@ from overture.distributed import (
     save_model,
     sum_router_loads,
 )
+from overture.engine.cpu_tuning import release_freed_memory
 from overture.model import Transformer, save_pretrained
 from overture.rl.batching import (
     PAD_SEQUENCE,
@@ -253,6 +254,10 @@ class Trainer:
         for index, batches in enumerate(plans):
             metrics = self._rl_update(batches, proximal[index], sum(map(sample_positions, parts[index])))
         metrics["minibatches"] = rl.minibatches
+        if self.device.type == "cpu":
+            # An RL step's activations are freed in fragments across threads' malloc arenas; without
+            # this the process grows by most of a step's peak every step (overture.engine.cpu_tuning).
+            release_freed_memory()
         return metrics
 
     def _rl_plan(self, samples: Sequence[TrainingSample]) -> list[MicroBatch]:
