@@ -4,6 +4,8 @@ build, and an engine serving through it against one that gathers."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -123,6 +125,24 @@ def test_without_a_compiler_the_library_is_absent_and_the_engine_gathers(monkeyp
         assert len(out.token_ids) == 4
     finally:
         native_attention.library.cache_clear()
+
+
+@needs_kernel
+def test_a_corrupt_cached_library_falls_back_to_torch(monkeypatch, tmp_path):
+    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path))
+    native_attention.library.cache_clear()
+    try:
+        assert native_attention.library() is not None  # built into the empty cache
+    finally:
+        native_attention.library.cache_clear()
+    (built,) = tmp_path.glob("paged_attention-*.so")
+    built.unlink()  # a new file: this process's loaded copy stays mapped
+    built.write_bytes(b"not a shared library")
+    # dlopen hands a process the library it already loaded from a path, so ask a fresh one.
+    probe = "from overture.engine import native_attention as n; print(n.library() is None)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True"]
+    assert "paged attention kernel unavailable" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")

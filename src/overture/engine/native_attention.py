@@ -85,19 +85,19 @@ def library() -> ctypes.CDLL | None:
     if compiler is None:
         log.warning("no C compiler (cc or $CC): decode attention gathers the KV cache in torch")
         return None
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), *COMPILE_FLAGS, *LINK_FLAGS, version, _cpu_identity()]).encode()
-    ).hexdigest()[:20]
-    target = cache_dir() / f"paged_attention-{key}.so"
     try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+        key = hashlib.sha256(
+            "\0".join([SOURCE.read_text(), *COMPILE_FLAGS, *LINK_FLAGS, version, _cpu_identity()]).encode()
+        ).hexdigest()[:20]
+        target = cache_dir() / f"paged_attention-{key}.so"
         if not target.exists():
             _build(compiler, target)
         lib = ctypes.CDLL(str(target))
-    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        function = lib.paged_attention_f32
+    except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as error:
         log.warning("paged attention kernel unavailable, using torch: %s", error)
         return None
-    function = lib.paged_attention_f32
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 7 + [ctypes.c_float]
     return lib

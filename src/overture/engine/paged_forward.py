@@ -9,7 +9,8 @@ projection, attention, dense MLP or MoE block, LM head. Two entry points:
   computes exactly what a training forward computes.
 - `decode`: one new token per sequence, through `PackedDecoder` (the same function in fewer ops,
   from packed weights); its keys/values are written, then the query attends to every cached key
-  of its sequence through a boolean mask (position ≤ the token's own).
+  of its sequence (position ≤ the token's own), read in place by the C kernel
+  (`native_attention`) or gathered for torch's attention under a boolean mask.
 - `extend`: the same for the rest of a prompt whose beginning the prefix cache already holds.
 """
 
