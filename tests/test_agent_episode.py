@@ -88,6 +88,15 @@ def test_behaviour_metrics_of_an_episode(repo):
     assert metrics["tool_time_s"] > 0
 
 
+def test_edits_that_do_not_apply_are_counted_apart(repo):
+    missing = call_text(
+        ("search_replace", {"file_path": "calc/core.py", "old_string": "not in the file", "new_string": "x"}),
+    )
+    trajectory, _ = run_episode(repo, ScriptedPolicy(tokenizer(), [missing, FIX, FINISH]))
+    metrics = trajectory.metrics
+    assert metrics["edit_calls"] == 2 and metrics["edits_applied"] == 1 and metrics["edited"]
+
+
 def test_a_turn_without_calls_finishes(repo):
     trajectory, _ = run_episode(repo, ScriptedPolicy(tokenizer(), [EXPLORE, "All done."]))
     assert (trajectory.status, trajectory.status_reason) == ("finished", "no_tool_call")

@@ -35,7 +35,8 @@ def test_pass_at_k_refuses_impossible_counts():
 def _trajectory(task_id: str, resolved: bool, turns: int) -> Trajectory:
     return Trajectory(
         [1, 2], [0, 1], [0.0, -1.0], [-1, 0], task_id=task_id,
-        reward_info={"resolution": "resolved" if resolved else "none"}, metrics={"turns": turns},
+        reward_info={"resolution": "resolved" if resolved else "none"},
+        metrics={"turns": turns, "edited": resolved, "edits_applied": int(resolved)},
     )  # fmt: skip
 
 
@@ -47,6 +48,7 @@ def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
     assert report.pass_at == {1: 0.25, 2: 0.5}
     assert report.resolved == {"a": 1, "b": 0}
     assert report.metrics["turns"] == 5.0
+    assert report.metrics["edited"] == 0.25 and report.metrics["edits_applied"] == 0.25
     assert report.statuses == {"finished": 4}
 
 

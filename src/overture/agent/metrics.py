@@ -2,7 +2,8 @@
 
 What the seed system's policy learned and what we want to watch: calls per turn, how often a
 turn makes several calls at once, how much the agent reads and searches before its first edit,
-how often it writes an invalid call, and what the episode cost (turns, tokens, tool time).
+how often it writes an invalid call, how many of its edits apply, and what the episode cost
+(turns, tokens, tool time).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def behaviour_metrics(
         "parallel_turn_share": sum(n >= 2 for n in calls_per_turn) / len(turns) if turns else 0.0,
         "reads_before_first_edit": reads_before_first_edit(calls),
         "edited": any(call["name"] in EDIT_TOOLS and not call["error"] for call in calls),
+        "edit_calls": sum(call["name"] in EDIT_TOOLS for call in calls),
+        "edits_applied": sum(call["name"] in EDIT_TOOLS and not call["error"] for call in calls),
         "invalid_calls": invalid,
         "invalid_call_rate": invalid / len(calls) if calls else 0.0,
         "tool_errors": sum(call["error"] == "tool" for call in calls),

@@ -49,8 +49,11 @@ class EvalReport:
         return summary
 
 
+# "edited": share of episodes that changed the repository; "edit_calls" and "edits_applied": edit
+# calls per episode and those of them that changed a file (an edit is the step a fix cannot skip).
 MEAN_METRICS = (
-    "turns", "tool_calls_per_turn", "parallel_turn_share", "reads_before_first_edit", "invalid_call_rate"
+    "turns", "tool_calls_per_turn", "parallel_turn_share", "reads_before_first_edit", "edited",
+    "edit_calls", "edits_applied", "invalid_call_rate",
 )  # fmt: skip
 
 

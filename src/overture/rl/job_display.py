@@ -87,7 +87,8 @@ class JobDisplay:
         table.add_column("after RL", justify="right")
         table.add_column("change", justify="right")
         rows = [(key, before["pass_at"][key], after["pass_at"][key]) for key in before["pass_at"]]
-        rows += [(name, before["metrics"][name], after["metrics"][name]) for name in MEAN_METRICS]
+        # .get: a run resumed from an older version recorded fewer metrics before RL.
+        rows += [(name, before["metrics"].get(name, 0.0), after["metrics"][name]) for name in MEAN_METRICS]
         for name, old, new in rows:
             table.add_row(name, f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
         self.console.print(table)
