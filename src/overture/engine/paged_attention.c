@@ -3,8 +3,8 @@
    The torch path of a decode step gathers every sequence's blocks into one contiguous tensor
    and then runs scaled-dot-product attention over it: the cache is read, written again and
    read once more, every step, for every layer. This kernel reads each key and value once,
-   straight from its block, and computes the attention of all query heads that share a key head
-   while that key is in cache.
+   straight from its block, and uses it for every query head while it is in cache (a key slot
+   holds all key heads side by side; query heads map to key heads in groups, as in GQA).
 
    Layouts (row-major, contiguous):
      q, out     rows × q_heads × head_dim, rows = batch × tokens (the query tokens of sequence b
