@@ -1,4 +1,5 @@
-"""Layer 0: the typed run configuration (pydantic), TOML loading and `--set` overrides."""
+"""Layer 0: the typed run configuration (pydantic), TOML loading and `--set` overrides, and the
+user cache directory other layers keep files in."""
 
 from overture.config.loading import (
     ConfigError,
@@ -8,6 +9,7 @@ from overture.config.loading import (
     save_config,
     validate_config,
 )
+from overture.config.paths import user_cache_dir
 from overture.config.schema import (
     AgentConfig,
     EngineConfig,
@@ -41,5 +43,6 @@ __all__ = [
     "load_config",
     "parse_override",
     "save_config",
+    "user_cache_dir",
     "validate_config",
 ]

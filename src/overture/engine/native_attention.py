@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from overture.config import user_cache_dir
+
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("paged_attention.c")
@@ -43,10 +45,7 @@ _ERRORS = {-1: "a query position lies beyond its block table", -2: "out of memor
 
 def cache_dir() -> Path:
     configured = os.environ.get("OVERTURE_KERNEL_CACHE")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "overture" / "kernels"
+    return Path(configured) if configured else user_cache_dir("kernels")
 
 
 def _cpu_identity() -> str:

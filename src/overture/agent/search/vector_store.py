@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from overture.config import user_cache_dir
+
 log = logging.getLogger(__name__)
 MODEL_TAG = "all-MiniLM-L6-v2"
 
@@ -47,8 +49,7 @@ def remember(vectors: dict[str, np.ndarray]) -> None:
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "overture" / "embeddings"
+    return user_cache_dir("embeddings")
 
 
 def text_key(text: str) -> str:
