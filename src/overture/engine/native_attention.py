@@ -111,6 +111,73 @@ def supports(*tensors: torch.Tensor) -> bool:
     return all(t.device.type == "cpu" for t in tensors) and available()
 
 
+def _check(name: str, tensor: torch.Tensor, dtype: torch.dtype) -> None:
+    if tensor.dtype != dtype or tensor.device.type != "cpu":
+        raise ValueError(f"{name} must be {dtype} on CPU, got {tensor.dtype} on {tensor.device}")
+
+
+class PagedAttention:
+    """One step's attention over the cache, for every layer: the B×W block `tables` and the B×T
+    query `positions` (query (b, t) attends key positions 0 … positions[b, t]) are checked once,
+    against a pool of `num_blocks` blocks; each call then attends one layer's queries."""
+
+    def __init__(self, tables: torch.Tensor, positions: torch.Tensor, num_blocks: int) -> None:
+        self.lib = library()
+        if self.lib is None:
+            raise RuntimeError("the paged attention kernel is not built (see the log for why)")
+        _check("tables", tables, torch.int64)
+        _check("positions", positions, torch.int64)
+        if positions.dim() != 2 or tables.dim() != 2 or tables.shape[0] != positions.shape[0]:
+            raise ValueError(f"tables {tuple(tables.shape)} / positions {tuple(positions.shape)} do not fit")
+        if tables.numel():
+            low, high = (int(v) for v in torch.aminmax(tables))
+            if low < 0 or high >= num_blocks:
+                raise ValueError(f"block ids {low}…{high} outside the cache's {num_blocks} blocks")
+        self.tables, self.positions = tables.contiguous(), positions.contiguous()
+        self.num_blocks = num_blocks
+
+    def __call__(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None
+    ) -> torch.Tensor:
+        """B×T×Hq×D queries over the blocks (N×block×Hkv×D each) of `keys` and `values`; B×T×Hq×D."""
+        batch, tokens, q_heads, head_dim = q.shape
+        blocks, block_size, kv_heads, key_dim = keys.shape
+        if key_dim != head_dim or values.shape != keys.shape or blocks != self.num_blocks:
+            raise ValueError(
+                f"queries {tuple(q.shape)} do not match cache {tuple(keys.shape)} / {tuple(values.shape)}"
+            )
+        if q_heads % kv_heads:
+            raise ValueError(f"{q_heads} query heads are not a multiple of {kv_heads} key heads")
+        if tuple(self.positions.shape) != (batch, tokens):
+            raise ValueError(f"positions {tuple(self.positions.shape)} do not fit queries {batch}×{tokens}")
+        _check("q", q, torch.float32)
+        _check("keys", keys, torch.float32)
+        _check("values", values, torch.float32)
+        if not (keys.is_contiguous() and values.is_contiguous()):
+            raise ValueError("the cache tensors must be contiguous")
+        q = q.contiguous()
+        out = torch.empty_like(q)
+        status = self.lib.paged_attention_f32(
+            q.data_ptr(),
+            keys.data_ptr(),
+            values.data_ptr(),
+            self.tables.data_ptr(),
+            self.positions.data_ptr(),
+            out.data_ptr(),
+            batch,
+            tokens,
+            self.tables.shape[1],
+            q_heads,
+            kv_heads,
+            head_dim,
+            block_size,
+            head_dim**-0.5 if scale is None else scale,
+        )
+        if status:
+            raise ValueError(f"paged attention: {_ERRORS.get(status, f'error {status}')}")
+        return out
+
+
 def paged_attention(
     q: torch.Tensor,
     keys: torch.Tensor,
@@ -121,54 +188,4 @@ def paged_attention(
 ) -> torch.Tensor:
     """Attention of B×T×Hq×D queries over the cache blocks (N×block×Hkv×D each) listed by the
     B×W `tables`; query (b, t) attends key positions 0 … positions[b, t]. Returns B×T×Hq×D."""
-    lib = library()
-    if lib is None:
-        raise RuntimeError("the paged attention kernel is not built (see the log for why)")
-    batch, tokens, q_heads, head_dim = q.shape
-    _, block_size, kv_heads, key_dim = keys.shape
-    if key_dim != head_dim or values.shape != keys.shape:
-        raise ValueError(
-            f"queries {tuple(q.shape)} do not match cache {tuple(keys.shape)} / {tuple(values.shape)}"
-        )
-    if q_heads % kv_heads:
-        raise ValueError(f"{q_heads} query heads are not a multiple of {kv_heads} key heads")
-    if tables.shape[0] != batch or tuple(positions.shape) != (batch, tokens):
-        raise ValueError(
-            f"tables {tuple(tables.shape)} / positions {tuple(positions.shape)} do not fit {batch}×{tokens}"
-        )
-    for name, t, dtype in (
-        ("q", q, torch.float32),
-        ("keys", keys, torch.float32),
-        ("values", values, torch.float32),
-        ("tables", tables, torch.int64),
-        ("positions", positions, torch.int64),
-    ):
-        if t.dtype != dtype or t.device.type != "cpu":
-            raise ValueError(f"{name} must be {dtype} on CPU, got {t.dtype} on {t.device}")
-    if not (keys.is_contiguous() and values.is_contiguous()):
-        raise ValueError("the cache tensors must be contiguous")
-    if tables.numel():
-        low, high = (int(v) for v in torch.aminmax(tables))
-        if low < 0 or high >= keys.shape[0]:
-            raise ValueError(f"block ids {low}…{high} outside the cache's {keys.shape[0]} blocks")
-    q, tables, positions = q.contiguous(), tables.contiguous(), positions.contiguous()
-    out = torch.empty_like(q)
-    status = lib.paged_attention_f32(
-        q.data_ptr(),
-        keys.data_ptr(),
-        values.data_ptr(),
-        tables.data_ptr(),
-        positions.data_ptr(),
-        out.data_ptr(),
-        batch,
-        tokens,
-        tables.shape[1],
-        q_heads,
-        kv_heads,
-        head_dim,
-        block_size,
-        head_dim**-0.5 if scale is None else scale,
-    )
-    if status:
-        raise ValueError(f"paged attention: {_ERRORS.get(status, f'error {status}')}")
-    return out
+    return PagedAttention(tables, positions, keys.shape[0])(q, keys, values, scale)

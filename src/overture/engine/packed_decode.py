@@ -220,7 +220,9 @@ class PackedDecoder:
             and cache.keys[0].dtype == torch.float32
             and native_attention.supports(tokens, cache.keys[0])
         )
-        if not native:
+        if native:  # tables and positions checked once for every layer
+            attend = native_attention.PagedAttention(tables, positions, cache.keys[0].shape[0])
+        else:
             key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
             mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
         x = model.embed_tokens(tokens).view(rows, -1)
@@ -239,9 +241,7 @@ class PackedDecoder:
                 v.transpose(1, 2).reshape(rows, kv_heads, head_dim),
             )
             if native:
-                attended = native_attention.paged_attention(
-                    q.transpose(1, 2), cache.keys[index], cache.values[index], tables, positions
-                )
+                attended = attend(q.transpose(1, 2), cache.keys[index], cache.values[index])
             else:
                 keys, values = cache.gather(index, tables)
                 attended = F.scaled_dot_product_attention(
