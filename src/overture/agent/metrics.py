@@ -25,15 +25,16 @@ def behaviour_metrics(
     calls_per_turn = [len(turn["calls"]) for turn in turns]
     calls = [call for turn in turns for call in turn["calls"]]
     invalid = sum(call["error"] in ("malformed", "arguments") for call in calls)
+    applied = sum(call["name"] in EDIT_TOOLS and not call["error"] for call in calls)
     return {
         "turns": len(turns),
         "tool_calls": len(calls),
         "tool_calls_per_turn": sum(calls_per_turn) / len(turns) if turns else 0.0,
         "parallel_turn_share": sum(n >= 2 for n in calls_per_turn) / len(turns) if turns else 0.0,
         "reads_before_first_edit": reads_before_first_edit(calls),
-        "edited": any(call["name"] in EDIT_TOOLS and not call["error"] for call in calls),
+        "edited": applied > 0,
         "edit_calls": sum(call["name"] in EDIT_TOOLS for call in calls),
-        "edits_applied": sum(call["name"] in EDIT_TOOLS and not call["error"] for call in calls),
+        "edits_applied": applied,
         "invalid_calls": invalid,
         "invalid_call_rate": invalid / len(calls) if calls else 0.0,
         "tool_errors": sum(call["error"] == "tool" for call in calls),
