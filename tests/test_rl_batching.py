@@ -96,3 +96,12 @@ def test_mismatched_inputs_are_errors():
         build_micro_batches(make_samples([4, 4]), [1.0], token_budget=8)
     with pytest.raises(ValueError, match=r"logits \(1, 3, 5\) do not match targets \(1, 4\)"):
         token_logprobs(torch.zeros(1, 3, 5), torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_tempered_logprobs_are_those_of_the_scaled_logits():
+    logits, targets = torch.randn(2, 3, 7), torch.randint(0, 7, (2, 3))
+    halved = token_logprobs(logits, targets, temperature=0.5)
+    assert torch.allclose(halved, token_logprobs(2 * logits, targets))
+    assert torch.equal(token_logprobs(logits, targets, temperature=1.0), token_logprobs(logits, targets))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        token_logprobs(logits, targets, temperature=0.0)

@@ -30,6 +30,7 @@ from overture.rl.main_job import (
     JobState,
     _drop_records_after,
     check_job_config,
+    heldout_repo_folders,
     lm_warmup_phase_config,
     rl_mode,
     rl_phase_config,
@@ -38,8 +39,8 @@ from overture.rl.main_job import (
 )
 from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import read_metrics
-from overture.tasks import Task, TaskError, read_tasks, write_tasks
-from overture.text import Tokenizer
+from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, read_tasks, write_tasks
+from overture.text import Tokenizer, builtin_corpus_texts
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "smoke.toml"
@@ -91,6 +92,16 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
     start = tmp_path / "smoke" / "lm-warmup" / "checkpoints" / "final"
     sft = sft_phase_config(config, tmp_path / "smoke", tmp_path / "demos.jsonl", start)
     assert sft.model.path == str(start) and sft.training == config.training
+
+
+def test_the_warmup_corpus_never_holds_a_heldout_repository():
+    config = load_config(REPO / "configs" / "tiny.toml")
+    assert heldout_repo_folders(config) == [f"{REPOS_FOLDER}/statbox"]
+    corpus = builtin_corpus_texts(heldout_repo_folders(config))
+    statbox = [path.read_text() for path in bundled_repo("statbox").rglob("*.py")]
+    ledger = [path.read_text() for path in bundled_repo("ledger").rglob("*.py")]
+    assert statbox and not any(text in corpus for text in statbox)
+    assert all(text in corpus for text in ledger)  # train repositories stay
 
 
 def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every_tenth():

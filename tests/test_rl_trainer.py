@@ -3,11 +3,14 @@ float32 master weights, KL reference, and weights exported for the engine."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from conftest import tiny_model_config
 
 from overture.config import RunConfig
+from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
 from overture.rl import trainer as trainer_module
 from overture.rl.batching import build_micro_batches
@@ -55,6 +58,25 @@ def test_on_policy_batch_has_ratio_one_and_bumps_the_version():
     assert metrics["trained_tokens"] == 5 and metrics["version_lag_max"] == 0
     assert trainer.policy_version == 1 and trainer.step == 1
     assert metrics["grad_norm"] > 0 and metrics["entropy"] > 0
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.5])
+def test_samples_from_a_tempered_engine_are_scored_at_its_temperature(temperature):
+    config = run_config(engine={"temperature": temperature})
+    model = Transformer(config.model)
+    with Engine(model, config=config.engine) as engine:
+        completions = engine.generate([PROMPT, PROMPT[:3]], max_new_tokens=6, seed=0)
+    samples = []
+    for prompt, completion in zip([PROMPT, PROMPT[:3]], completions, strict=True):
+        ids, new = [*prompt, *completion.token_ids], len(completion.token_ids)
+        sample = TrainingSample(ids, [0] * len(prompt) + [1] * new, [0.0] * len(ids), [0] * len(ids), 1.0)
+        sample.behavior_logprobs = [0.0] * len(prompt) + list(completion.logprobs)
+        samples.append(sample)
+    untempered = Trainer(copy.deepcopy(model), run_config()).rl_step(samples)
+    metrics = Trainer(model, config).rl_step(samples)
+    assert metrics["is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert abs(untempered["is_weight_mean"] - 1.0) > 1e-2  # the engine's logprobs are the tempered ones
 
 
 def test_an_rl_step_on_cpu_hands_freed_memory_back(monkeypatch):

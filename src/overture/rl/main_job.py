@@ -7,13 +7,15 @@ Phases, each calling the component that owns it:
 2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do;
 3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
    `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
-   the corpus overture ships and on every token of the demonstrations SFT trains on (the
-   conversations' tool output included, which is where the copying a fix needs is seen most)
-   and, with `lm_warmup.edit_drills`, on edit drills cut from their reads
-   (`overture.tasks.drills`), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft`
-   trains on the demonstrations' assistant turns, from the warm-up's checkpoint when there is
-   one, until the held-out loss stops improving (its own early stopping), in the sub-run
-   `RUN/sft/`; RL starts from its best weights;
+   the corpus overture ships, less the held-out repositories' source (`tasks.heldout_repos`: a
+   held-out repository is code the model has never seen; the held-out functions of the other
+   repositories are new bugs in code it has), and on every token of the demonstrations SFT
+   trains on (the conversations' tool output included, which is where the copying a fix needs is
+   seen most) and, with `lm_warmup.edit_drills`, on edit drills cut from their reads
+   (`overture.tasks.drills`), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
+   on the demonstrations' assistant turns, from the warm-up's checkpoint when there is one,
+   until the held-out loss stops improving (its own early stopping), in the sub-run `RUN/sft/`;
+   RL starts from its best weights;
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
@@ -79,7 +81,7 @@ from overture.rl.setup import load_tokenizer
 from overture.rl.sft import sft, split_held_out
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
-from overture.tasks import Task
+from overture.tasks import REPOS_FOLDER, Task
 from overture.tasks.drills import edit_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
@@ -136,6 +138,11 @@ def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
         warmup_steps=warmup.warmup_steps,
     )
     return RunConfig.model_validate(data)
+
+
+def heldout_repo_folders(config: RunConfig) -> list[str]:
+    """The package folders of the held-out repositories, which the warm-up's corpus leaves out."""
+    return [f"{REPOS_FOLDER}/{name}" for name in config.tasks.heldout_repos]
 
 
 def sft_phase_config(
@@ -309,7 +316,10 @@ class MainJob:
         self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
         documents = [render_demonstration(tokenizer, record).token_ids for record in [*records, *drills]]
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
-        summary = pretrain(config, overwrite=True, echo=self.display.echo, documents=documents)
+        unseen = heldout_repo_folders(self.config)
+        summary = pretrain(
+            config, overwrite=True, echo=self.display.echo, documents=documents, corpus_exclude=unseen
+        )
         summary["edit_drills"] = len(drills)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})

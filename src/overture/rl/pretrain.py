@@ -120,10 +120,11 @@ def pretrain(
     overwrite: bool = False,
     echo: Callable[[str], None] = print,
     documents: Sequence[Sequence[int]] = (),
+    corpus_exclude: Sequence[str] = (),
 ) -> dict:
-    """Train the policy as a language model on the shipped corpus and `documents` (token ids:
-    the main job's demonstrations, every token of them); returns a summary dict (rank 0's when
-    `parallel.nproc` > 1)."""
+    """Train the policy as a language model on the shipped corpus (less the package folders in
+    `corpus_exclude`) and `documents` (token ids: the main job's demonstrations, every token of
+    them); returns a summary dict (rank 0's when `parallel.nproc` > 1)."""
     prepared = False
     if launches_processes(config.parallel):
         check_sharded_training(config)
@@ -134,7 +135,7 @@ def pretrain(
             )
         prepare_run_dir(config, overwrite, resume=False)
         overwrite, prepared = False, True
-    args = (config, overwrite, prepared, documents)
+    args = (config, overwrite, prepared, documents, corpus_exclude)
     return run_parallel(pretrain_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
 
 
@@ -162,6 +163,7 @@ def pretrain_rank(
     overwrite: bool,
     prepared: bool,
     documents: Sequence[Sequence[int]] = (),
+    corpus_exclude: Sequence[str] = (),
     echo: Callable[[str], None] = print,
 ) -> dict | None:
     """`pretrain` on this process: the whole run, or this rank's part of a job (`prepared`: the
@@ -177,7 +179,7 @@ def pretrain_rank(
     started = time.time()
 
     tokenizer = load_tokenizer(config)
-    data = corpus_tokens(tokenizer, builtin_corpus_texts(), documents=documents)
+    data = corpus_tokens(tokenizer, builtin_corpus_texts(corpus_exclude), documents=documents)
     model = build_model(config, tokenizer, device)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(

@@ -6,7 +6,8 @@ bias, and the policy version (+1 per optimizer step). It offers
 
 - `rl_step(samples)`: one rollout batch → `rl.minibatches` optimizer steps of the decoupled
   PPO objective (`losses.py`), proximal logprobs recomputed before the first update when
-  there is more than one;
+  there is more than one; every logprob of it is the tempered one the rollouts were sampled
+  with (`engine.temperature`, see `logprobs.py`);
 - `lm_step(samples)` / `lm_loss(samples)`: next-token cross-entropy on the trained tokens
   (SFT), and its held-out value;
 - `optimizer_step()`: for loops that compute their own loss (the LM warm-up);
@@ -126,6 +127,9 @@ class Trainer:
         self.step = 0
         self.policy_version = 0
         self.reference = reference
+        # RL scores samples under the distribution the engine drew them from; greedy requests
+        # report untempered logprobs (`SamplingParams`), so temperature 0 scores at 1.
+        self.sampling_temperature = config.engine.temperature or 1.0
 
     @staticmethod
     def _frozen_copy(model: Transformer) -> Transformer:
@@ -191,10 +195,12 @@ class Trainer:
         )
 
     @torch.no_grad()
-    def _logprobs_without_grad(self, model: Transformer, batch: MicroBatch) -> torch.Tensor:
+    def _logprobs_without_grad(
+        self, model: Transformer, batch: MicroBatch, temperature: float = 1.0
+    ) -> torch.Tensor:
         was_training = model.training
         model.eval()
-        logprobs = token_logprobs(self._forward(model, batch).logits, batch.targets)
+        logprobs = token_logprobs(self._forward(model, batch).logits, batch.targets, temperature)
         model.train(was_training)
         return logprobs
 
@@ -277,7 +283,8 @@ class Trainer:
             return [[None] * len(batches) for batches in plans]
         if not rl.recompute_proximal:
             return [[b.behavior_logprobs for b in batches] for batches in plans]
-        return [[self._logprobs_without_grad(self.model, b) for b in batches] for batches in plans]
+        recompute = self._logprobs_without_grad
+        return [[recompute(self.model, b, self.sampling_temperature) for b in batches] for batches in plans]
 
     def _rl_update(
         self, batches: list[MicroBatch], proximal: list[torch.Tensor | None], positions: int
@@ -290,10 +297,13 @@ class Trainer:
         step_tokens = max(1, self._global_tokens(batches))
         totals: dict[str, float] = {}
         entropy_sum, aux_sum, lag = 0.0, 0.0, []
+        temperature = self.sampling_temperature
         for batch, prox in zip(batches, proximal, strict=True):
             out = self._forward(self.model, batch)
-            logprobs = token_logprobs(out.logits, batch.targets)
-            reference = self._logprobs_without_grad(self.reference, batch) if self.reference else None
+            logprobs = token_logprobs(out.logits, batch.targets, temperature)
+            reference = (
+                self._logprobs_without_grad(self.reference, batch, temperature) if self.reference else None
+            )
             inputs = PolicyLossInputs(
                 logprobs=batch.trained_values(logprobs),
                 behavior_logprobs=batch.trained_values(batch.behavior_logprobs),
@@ -308,7 +318,7 @@ class Trainer:
             if self.meshes is not None and not batch.num_tokens:
                 continue  # padding: its statistics are those of no token
             merge_stats(totals, stats)
-            entropy_sum += batch.trained_values(token_entropy(out.logits)).sum().item()
+            entropy_sum += batch.trained_values(token_entropy(out.logits, temperature)).sum().item()
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
             lag.append(self.policy_version - batch.trained_values(batch.versions))
         lags = torch.cat(lag).float() if lag else torch.zeros(0)

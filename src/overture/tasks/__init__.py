@@ -12,9 +12,10 @@ from overture.tasks.oracle import OracleResult, solve_all, solve_with_oracle
 from overture.tasks.snapshots import starting_base, store_snapshot
 from overture.tasks.spec import Task, TaskError, read_tasks, write_tasks
 from overture.tasks.synthesis import SynthesisStats, synthesize_repo
-from overture.tasks.task_sets import build_task_set, bundled_repo, bundled_repos
+from overture.tasks.task_sets import REPOS_FOLDER, build_task_set, bundled_repo, bundled_repos
 
 __all__ = [
+    "REPOS_FOLDER",
     "CheckResult",
     "Grade",
     "OracleResult",

@@ -20,11 +20,12 @@ from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError, write_tasks
 from overture.tasks.synthesis import SynthesisStats, assign_splits, synthesize_repo
 
 SNAPSHOTS = "snapshots"
+REPOS_FOLDER = "tasks/repos"  # where the bundled repositories lie, relative to the overture package
 
 
 def bundled_repos() -> list[Path]:
     """The bundled repositories, by name."""
-    root = Path(str(files("overture.tasks") / "repos"))
+    root = Path(str(files("overture") / REPOS_FOLDER))
     return sorted(path for path in root.iterdir() if (path / "pyproject.toml").is_file())
 
 

@@ -8,7 +8,7 @@ the same tokenizer.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -21,9 +21,12 @@ CONVERSATION_COUNT = 24
 CONVERSATION_SEED = 20250101
 
 
-def builtin_corpus_texts() -> list[str]:
-    """The source of every `.py` file of `overture` (sorted by path), then sample chats."""
-    sources = package_sources()
+def builtin_corpus_texts(exclude: Sequence[str] = ()) -> list[str]:
+    """The source of every `.py` file of `overture` (sorted by path), then sample chats drawn
+    from them. `exclude`: folders (relative to the package, e.g. "tasks/repos") whose files are
+    left out of both."""
+    folders = tuple(folder.rstrip("/") + "/" for folder in exclude)
+    sources = [(path, text) for path, text in package_sources() if not path.startswith(folders)]
     return [text for _, text in sources] + sample_conversations(sources)
 
 
