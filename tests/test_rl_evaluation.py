@@ -41,15 +41,16 @@ def _trajectory(task_id: str, resolved: bool, turns: int) -> Trajectory:
 
 
 def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
-    tasks = [Task("a", "r", "p", ["t::x"]), Task("b", "r", "p", ["t::x"])]
+    tasks = [Task("a", "r", "p", ["t::x"]), Task("b", "r", "p", ["t::x"]), Task("c", "q", "p", ["t::x"])]
     episodes = [_trajectory("a", True, 2), _trajectory("a", False, 4), _trajectory("b", False, 6),
-                _trajectory("b", False, 8)]  # fmt: skip
+                _trajectory("b", False, 8), _trajectory("c", True, 5), _trajectory("c", True, 5)]  # fmt: skip
     report = summarize(tasks, episodes, samples=2, ks=[1, 2])
-    assert report.pass_at == {1: 0.25, 2: 0.5}
-    assert report.resolved == {"a": 1, "b": 0}
+    assert report.pass_at == {1: pytest.approx(0.5), 2: pytest.approx(2 / 3)}
+    assert report.pass1_by_repo == {"q": 1.0, "r": 0.25}
+    assert report.resolved == {"a": 1, "b": 0, "c": 2}
     assert report.metrics["turns"] == 5.0
-    assert report.metrics["edited"] == 0.25 and report.metrics["edits_applied"] == 0.25
-    assert report.statuses == {"finished": 4}
+    assert report.metrics["edited"] == 0.5 and report.metrics["edits_applied"] == 0.5
+    assert report.statuses == {"finished": 6}
 
 
 def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path):

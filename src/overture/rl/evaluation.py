@@ -42,6 +42,9 @@ class EvalReport:
     resolved: dict[str, int] = field(default_factory=dict)  # instance_id -> resolved attempts
     metrics: dict[str, float] = field(default_factory=dict)  # behaviour metrics, mean per episode
     statuses: dict[str, int] = field(default_factory=dict)
+    # pass@1 of each repository's tasks: a held-out repository (unseen code) and the held-out
+    # functions of trained-on repositories (new bugs in seen code) are different questions.
+    pass1_by_repo: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         summary = asdict(self)
@@ -68,7 +71,11 @@ def summarize(
         statuses[trajectory.status] = statuses.get(trajectory.status, 0) + 1
     pass_at = {k: _mean([pass_at_k(samples, count, k) for count in resolved.values()]) for k in ks}
     metrics = {name: _mean([float(t.metrics.get(name, 0.0)) for t in trajectories]) for name in MEAN_METRICS}
-    return EvalReport(len(tasks), samples, pass_at, resolved, metrics, statuses)
+    by_repo: dict[str, list[float]] = {}
+    for task in tasks:
+        by_repo.setdefault(task.repo, []).append(pass_at_k(samples, resolved[task.instance_id], 1))
+    pass1_by_repo = {repo: _mean(values) for repo, values in sorted(by_repo.items())}
+    return EvalReport(len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo)
 
 
 def _mean(values: list[float]) -> float:

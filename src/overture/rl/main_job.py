@@ -344,7 +344,9 @@ class MainJob:
         result = report.to_dict()
         flat = {**result["pass_at"], **result["metrics"], "statuses": result["statuses"]}
         self.run_dir.log(engine.version, phase="eval", when=label, version=engine.version, **flat)
-        self.display.echo(f"held-out pass@1 {label} RL: {report.pass_at[1]:.3f} on {len(tasks)} tasks")
+        by_repo = ", ".join(f"{repo} {value:.3f}" for repo, value in report.pass1_by_repo.items())
+        pass1 = report.pass_at[1]
+        self.display.echo(f"held-out pass@1 {label} RL: {pass1:.3f} on {len(tasks)} tasks ({by_repo})")
         self._timed(f"eval_{label}", began)
         return self.state.record(f"eval_{label}", result)
 
