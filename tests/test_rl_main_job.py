@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import load_pretrained
+from overture.rl import main_job
 from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
 from overture.rl.main_job import (
@@ -92,6 +93,7 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
     start = tmp_path / "smoke" / "lm-warmup" / "checkpoints" / "final"
     sft = sft_phase_config(config, tmp_path / "smoke", tmp_path / "demos.jsonl", start)
     assert sft.model.path == str(start) and sft.training == config.training
+    assert warmup.tokenizer.path == sft.tokenizer.path == str(tmp_path / "smoke")  # the job's own
 
 
 def test_the_warmup_corpus_never_holds_a_heldout_repository():
@@ -295,11 +297,17 @@ def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, ou
     assert any(not torch.equal(final[name], sft[name]) for name in final)
 
 
-def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir):
+def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, monkeypatch):
     config = smoke_config(output_dir, "name=smoke-resume")
     stopped = train(config, stop_after_rl_step=1)
     assert stopped["stopped_after_rl_step"] == 1 and stopped["optimizer_steps"] == 1
     run = output_dir / "smoke-resume"
+    saved = Tokenizer.from_dir(run)  # the job's tokenizer, kept in the run directory
+
+    def rederived(_config):
+        raise AssertionError("a resumed job derived its tokenizer again: another package gives another")
+
+    monkeypatch.setattr(main_job, "load_tokenizer", rederived)
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
     sft_records = len(read_metrics(run / "sft"))
     # As if step 2 had been logged when the process was killed, before its checkpoint.
@@ -324,6 +332,7 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir):
     assert state["step"] == 2 and state["policy_version"] == 2
     tasks = read_tasks(summary["tasks"]["source"])
     assert len(tasks) == 10
+    assert Tokenizer.from_dir(run / "checkpoints" / "final").backend.get_vocab() == saved.backend.get_vocab()
 
 
 def test_kill_9_of_the_training_program_then_resume_loses_and_repeats_no_step(output_dir):

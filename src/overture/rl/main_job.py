@@ -85,6 +85,7 @@ from overture.tasks import REPOS_FOLDER, Task
 from overture.tasks.drills import edit_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
+from overture.text.tokenizer import TOKENIZER_FILE
 
 STATE_FILE = "job_state.json"
 
@@ -126,10 +127,11 @@ def rl_phase_config(config: RunConfig) -> RunConfig:
 
 def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
     """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
-    step count, windows and LR schedule in `training`."""
+    step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`)."""
     warmup = config.lm_warmup
     data = config.model_dump()
     data.update(output_dir=str(run_path), name="lm-warmup")
+    data["tokenizer"]["path"] = str(run_path)  # the job's tokenizer (`MainJob._tokenizer`)
     data["training"].update(
         steps=warmup.steps,
         batch_size=warmup.batch_size,
@@ -149,9 +151,10 @@ def sft_phase_config(
     config: RunConfig, run_path: Path, demonstrations: Path, start: Path | None = None
 ) -> RunConfig:
     """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations, from the
-    checkpoint `start` (the language-model warm-up's) when given."""
+    checkpoint `start` (the language-model warm-up's) when given, with the job's tokenizer."""
     data = config.model_dump()
     data.update(output_dir=str(run_path), name="sft")
+    data["tokenizer"]["path"] = str(run_path)
     data["sft"]["data"] = str(demonstrations)
     if start is not None:
         data["model"]["path"] = str(start)
@@ -219,13 +222,24 @@ class MainJob:
         self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.time() - began, 1)
         self.state.record("seconds", self.seconds)
 
+    def _tokenizer(self) -> Tokenizer:
+        """The job's tokenizer, saved in the run directory when the job starts and read back from
+        there on resume: the default BPE is trained on overture's own source, so a resume under
+        another version of the package would otherwise read the job's demonstrations and
+        checkpoints with other token ids. The sub-runs read it from there too."""
+        if (self.run_dir.path / TOKENIZER_FILE).is_file():
+            return Tokenizer.from_dir(self.run_dir.path)
+        tokenizer = load_tokenizer(self.config)
+        tokenizer.save(self.run_dir.path)
+        return tokenizer
+
     # ------------------------------------------------------------------ phases
 
     def run(self) -> dict[str, Any]:
         config, display = self.config, self.display
         torch.manual_seed(config.seed)
         device = resolve_device(config.runtime)
-        tokenizer = load_tokenizer(config)
+        tokenizer = self._tokenizer()
         display.phase("tasks")
         began = time.time()
         tasks, source = asyncio.run(load_task_set(config, display.echo))
