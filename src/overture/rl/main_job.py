@@ -4,7 +4,8 @@ Phases, each calling the component that owns it:
 
 1. tasks — `job_tasks.load_task_set` (bundled repositories, synthesized once and cached, or a
    task file), split into train and held-out;
-2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do;
+2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do, saved as `RUN/tokenizer.json`
+   and read back from there on resume and by the sub-runs;
 3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
    `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
    the corpus overture ships, less the held-out repositories' source (`tasks.heldout_repos`: a

@@ -21,7 +21,7 @@ from overture.text import Tokenizer, TokenizerError, train_default_tokenizer
 
 RL_STEP_FILE = re.compile(r"rl-step-(\d+)$")
 TRAJECTORY_FIELDS = frozenset(f.name for f in fields(Trajectory))
-# Where the main job saves a tokenizer, newest first (checkpoints/final is written last).
+# Where the main job saves a tokenizer: its run directory (when it starts), then its checkpoints.
 SAVED_TOKENIZER_DIRS = (".", "checkpoints/final", "sft/checkpoints/best", "sft/checkpoints/final")
 
 
