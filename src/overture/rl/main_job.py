@@ -126,13 +126,20 @@ def rl_phase_config(config: RunConfig) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
+def _sub_run_settings(config: RunConfig, run_path: Path, name: str) -> dict[str, Any]:
+    """The run's settings for its sub-run `RUN/name/`, reading the job's tokenizer (saved in
+    `run_path` by `MainJob._tokenizer`)."""
+    data = config.model_dump()
+    data.update(output_dir=str(run_path), name=name)
+    data["tokenizer"]["path"] = str(run_path)
+    return data
+
+
 def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
     """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
     step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`)."""
     warmup = config.lm_warmup
-    data = config.model_dump()
-    data.update(output_dir=str(run_path), name="lm-warmup")
-    data["tokenizer"]["path"] = str(run_path)  # the job's tokenizer (`MainJob._tokenizer`)
+    data = _sub_run_settings(config, run_path, "lm-warmup")
     data["training"].update(
         steps=warmup.steps,
         batch_size=warmup.batch_size,
@@ -153,9 +160,7 @@ def sft_phase_config(
 ) -> RunConfig:
     """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations, from the
     checkpoint `start` (the language-model warm-up's) when given, with the job's tokenizer."""
-    data = config.model_dump()
-    data.update(output_dir=str(run_path), name="sft")
-    data["tokenizer"]["path"] = str(run_path)
+    data = _sub_run_settings(config, run_path, "sft")
     data["sft"]["data"] = str(demonstrations)
     if start is not None:
         data["model"]["path"] = str(start)
