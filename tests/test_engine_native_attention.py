@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_model_config
 
-from overture.engine import Engine, native_attention
+from overture.engine import Engine, c_kernels, native_attention
 from overture.engine.kv_cache import PagedKVCache
 from overture.model import Transformer
 
@@ -149,9 +149,8 @@ def test_a_corrupt_cached_library_falls_back_to_torch(monkeypatch, tmp_path):
 def test_a_failed_build_is_reported_with_the_compiler_output(monkeypatch, tmp_path):
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
-    monkeypatch.setattr(native_attention, "SOURCE", broken)
     with pytest.raises(RuntimeError, match=r"failed: .*error"):
-        native_attention._build(shutil.which("cc"), tmp_path / "out" / "lib.so")
+        c_kernels.build(shutil.which("cc"), broken, tmp_path / "out" / "lib.so")
     assert not (tmp_path / "out" / "lib.so").exists()
 
 
