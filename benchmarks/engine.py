@@ -4,7 +4,7 @@ A tiny Qwen3-MoE (about 6M parameters) is built with random weights, written wit
 `overture.model.save_pretrained`, and loaded both by `overture.engine.Engine.from_pretrained` and
 by `transformers.AutoModelForCausalLM`. Both sample (temperature 1, top-p 1) the same number of
 new tokens from the same prompts, with stopping disabled. Figures: decode tokens/s at several
-batch sizes, prefill tokens/s, time for `abort("all")` to return with 32 requests running, the
+batch sizes (and of the engine with its C GEMM and sampling kernels off), prefill tokens/s, time for `abort("all")` to return with 32 requests running, the
 decode step at 1,024 tokens of context with and without the C attention kernel, and memory (KV
 pool, peak resident set). `generate()` is timed at torch's thread count and on one thread, and
 the speed-ups are stated against both. The engine raises glibc's malloc thresholds
@@ -119,8 +119,9 @@ def rates(best: dict[str, dict[str, float]], tokens: int) -> dict[str, float]:
     return row
 
 
-def decode_figures(engine, hf_model, batches, prompt_len, new_tokens, repeats) -> list[dict]:
-    """Decode tokens/s of the engine and of `generate()` at torch's thread count and at one thread.
+def decode_figures(engine, torch_engine, hf_model, batches, prompt_len, new_tokens, repeats) -> list[dict]:
+    """Decode tokens/s of the engine, of the same engine with its C GEMM and sampling kernels off
+    (`torch_engine`), and of `generate()` at torch's thread count and at one thread.
 
     The engine decodes on its own thread count (`EngineConfig.decode_threads`); `generate()` is
     measured both ways so that the speed-up is also stated against its faster setting."""
@@ -129,6 +130,7 @@ def decode_figures(engine, hf_model, batches, prompt_len, new_tokens, repeats) -
         prompts = prompts_for(batch, prompt_len, BENCH_MODEL.vocab_size)
         sides = {
             "engine": engine_generate(engine, prompts, new_tokens),
+            "engine_torch_kernels": engine_generate(torch_engine, prompts, new_tokens),
             "hf_generate": hf_generate(hf_model, prompts, new_tokens),
             "hf_generate_1_thread": hf_generate(hf_model, prompts, new_tokens, threads=1),
         }
@@ -141,7 +143,8 @@ def decode_figures(engine, hf_model, batches, prompt_len, new_tokens, repeats) -
             f"batch {batch:3d}: engine {row['engine_tokens_per_s']:8,.0f} tok/s, generate() "
             f"{row['hf_generate_tokens_per_s']:8,.0f} tok/s ({row['speedup_over_hf_generate']:.2f}x), "
             f"generate() on 1 thread {row['hf_generate_1_thread_tokens_per_s']:8,.0f} tok/s "
-            f"({row['speedup_over_hf_generate_1_thread']:.2f}x)"
+            f"({row['speedup_over_hf_generate_1_thread']:.2f}x), torch kernels "
+            f"{row['engine_torch_kernels_tokens_per_s']:8,.0f} tok/s"
         )
     return rows
 
@@ -282,12 +285,14 @@ def main() -> None:
         save_pretrained(model, directory)
         hf_model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).to(args.device).eval()
         # No prefix cache: the runs repeat their prompts, and each side must compute them.
-        engine = Engine.from_pretrained(
-            directory, device=args.device, max_batch_size=64, kv_cache_tokens=16384, prefix_caching=False
-        )
+        options = dict(device=args.device, max_batch_size=64, kv_cache_tokens=16384, prefix_caching=False)
+        engine = Engine.from_pretrained(directory, **options)
+        torch_engine = Engine.from_pretrained(directory, **options, native_gemm=False, native_sampling=False)
     batches = [int(b) for b in args.batches.split(",")]
     try:
-        decode = decode_figures(engine, hf_model, batches, args.prompt_len, args.new_tokens, args.repeats)
+        decode = decode_figures(
+            engine, torch_engine, hf_model, batches, args.prompt_len, args.new_tokens, args.repeats
+        )
         prefill = prefill_figures(engine, hf_model, 16, 256, args.repeats)
         prefix_cache = prefix_cache_figures(engine.model, 1536, 128, 8, args.repeats)
         floor = model_floor(engine.model, batches, args.repeats)
@@ -296,6 +301,7 @@ def main() -> None:
         stats = engine.stats()
     finally:
         engine.close()
+        torch_engine.close()
     pool_tokens = (stats["kv_blocks_total"] + 1) * engine.config.kv_block_size
     kv_bytes_per_token = stats["kv_cache_bytes"] / pool_tokens
     result = {

@@ -254,6 +254,18 @@ class EngineConfig(Section):
         "through a C kernel built on first use (overture.engine.native_attention); false, or without "
         "a C compiler: gather the blocks and use torch's attention",
     )
+    native_gemm: bool = Field(
+        True,
+        description="on CPU with float32 weights in fp32, a decode step's GEMMs (projections, routed "
+        "experts in one call a layer, LM head) run through a C kernel built on first use "
+        "(overture.engine.native_gemm); false, or without a C compiler: torch's",
+    )
+    native_sampling: bool = Field(
+        True,
+        description="on CPU, batches of float32 logits that no row truncates (top-k, top-p) are sampled "
+        "by a C kernel built on first use (overture.engine.native_sampling); false, or without a C "
+        "compiler: torch ops",
+    )
 
 
 class SandboxConfig(Section):

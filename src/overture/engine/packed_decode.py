@@ -8,10 +8,13 @@ several (the rest of a prompt whose beginning the prefix cache holds):
 - q, k and v come from one GEMM against the concatenated projection weights, and q and k are
   normalised and rotated together;
 - the SwiGLU gate and up projections (dense MLP, shared expert, routed experts) are one GEMM;
-- the routed experts run as two grouped GEMMs over the token-expert pairs sorted by expert (the
-  training forward's `expert_matmul`), or as one small GEMM per pair when the batch routes at
-  most half as many pairs as there are experts (where that measured faster), reading only the
-  chosen experts.
+- on CPU in fp32, every GEMM (q/k/v, output, SwiGLU, LM head) runs through a C kernel tiled
+  for few rows (`native_gemm`), from transposed weights, and the routed experts of a layer are
+  one call of it;
+- otherwise the routed experts run as two grouped GEMMs over the token-expert pairs sorted by
+  expert (the training forward's `expert_matmul`), or as one small GEMM per pair when the batch
+  routes at most half as many pairs as there are experts (where that measured faster), reading
+  only the chosen experts.
 
 A decode step's attention reads the paged cache in place through `native_attention` (a C
 kernel) where it is built and the cache is float32 on CPU; otherwise, and for rows of several
@@ -21,10 +24,11 @@ under a position mask.
 Weights are packed in the form the training forward's GEMMs see them: under "bf16" or "mxfp8"
 each packed matrix holds the rounded values (`overture.mx.round_operand` along the contraction
 dimension, as `overture.mx.linear` and `grouped_linear` round them), and activations are rounded
-the same way before each GEMM. Norms, router, attention softmax and LM head stay in the model's
-dtype, as in training. `PackedDecoder.pack()` must run after the model's weights change; the
-engine calls it after every weight update. The concatenated and rounded matrices are copies:
-serving needs up to twice the memory of the attention and expert weights.
+the same way before each GEMM; those GEMMs stay torch's. Norms, router, attention softmax and
+LM head stay in the model's dtype, as in training. `PackedDecoder.pack()` must run after the
+model's weights change; the engine calls it after every weight update. The concatenated, rounded
+or transposed matrices are copies: serving needs up to twice the memory of the attention and
+expert weights (and of the LM head under the C kernel).
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ import torch
 import torch.nn.functional as F
 
 from overture import mx
-from overture.engine import native_attention
+from overture.engine import native_attention, native_gemm
 from overture.engine.kv_cache import PagedKVCache
 from overture.model import Transformer
 from overture.model.layers import SwiGLU, apply_rotary
 from overture.model.moe import ExpertPairs, expert_matmul, grouped_mm_supported
+
+# Shapes below are torch's (out × in); under the C kernel (`PackedDecoder.native_gemm`) every
+# matrix is held transposed (in × out).
 
 
 @dataclass
@@ -73,11 +80,16 @@ class _PackedLayer:
 class PackedDecoder:
     """One decode step of `model` over a paged cache, from weights packed by `pack()`.
 
-    `native`: attend through the C kernel when it can serve the cache (else the torch path)."""
+    `native_attention` / `native_gemm`: attend / multiply through the C kernels where they can
+    serve the cache / weights (else torch); `self.native_gemm` says whether the packed weights are
+    the kernel's."""
 
-    def __init__(self, model: Transformer, native: bool = True) -> None:
+    def __init__(self, model: Transformer, native_attention: bool = True, native_gemm: bool = True) -> None:
         self.model = model
-        self.native = native
+        self.native_attention = native_attention
+        self.allow_native_gemm = native_gemm
+        self.native_gemm = False
+        self.lm_head: torch.Tensor | None = None  # the LM head's weight, under the C kernel only
         config = model.config
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -92,19 +104,29 @@ class PackedDecoder:
 
     # ------------------------------------------------------------------ packing
 
-    def _rounded(self, weight: torch.Tensor) -> torch.Tensor:
-        """`weight` (…×K) as the precision's GEMMs see it: rounded along K, float32 unless fp32."""
+    def _served(self, weight: torch.Tensor) -> torch.Tensor:
+        """`weight` (…×N×K) as this decoder's GEMMs read it: transposed for the C kernel, else
+        rounded along K as the precision's GEMMs see it (float32 unless fp32)."""
+        if self.native_gemm:
+            return native_gemm.transposed(weight)
         if self.precision == "fp32":
             return weight.detach()
         return mx.round_operand(weight.detach(), -1, self.precision)
 
     def _mlp(self, mlp: SwiGLU) -> _PackedMLP:
         gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
-        return _PackedMLP(self._rounded(gate_up), self._rounded(mlp.down_proj.weight))
+        return _PackedMLP(self._served(gate_up), self._served(mlp.down_proj.weight))
 
     @torch.no_grad()
     def pack(self) -> None:
         """(Re)build the packed weights from the model's current parameters."""
+        model = self.model
+        self.native_gemm = (
+            self.allow_native_gemm
+            and self.precision == "fp32"
+            and native_gemm.supports(*(p for p in model.parameters() if p.is_floating_point()))
+        )
+        self.lm_head = native_gemm.transposed(model.lm_head.weight) if self.native_gemm else None
         layers = []
         for layer in self.model.layers:
             attn = layer.self_attn
@@ -122,8 +144,8 @@ class PackedDecoder:
             if layer.is_moe:
                 grouped = layer.mlp.experts
                 experts = _PackedExperts(
-                    self._rounded(torch.cat([grouped.gate_proj, grouped.up_proj], dim=1)),
-                    self._rounded(grouped.down_proj),
+                    self._served(torch.cat([grouped.gate_proj, grouped.up_proj], dim=1)),
+                    self._served(grouped.down_proj),
                 )
                 if layer.mlp.shared_expert is not None:
                     shared = self._mlp(layer.mlp.shared_expert)
@@ -131,9 +153,9 @@ class PackedDecoder:
                 mlp = self._mlp(layer.mlp)
             layers.append(
                 _PackedLayer(
-                    qkv=self._rounded(torch.cat([p.weight for p in projections])),
+                    qkv=self._served(torch.cat([p.weight for p in projections])),
                     qkv_bias=qkv_bias,
-                    o=self._rounded(attn.o_proj.weight),
+                    o=self._served(attn.o_proj.weight),
                     o_bias=None if attn.o_proj.bias is None else attn.o_proj.bias.detach(),
                     qk_norm=qk_norm.detach().contiguous(),
                     mlp=mlp,
@@ -147,6 +169,9 @@ class PackedDecoder:
 
     def _gemm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """x @ weightᵀ (+ bias) with x rounded as the packed weight was."""
+        if self.native_gemm:
+            out = native_gemm.linear(x, weight)
+            return out if bias is None else out + bias
         if self.precision == "fp32":
             return F.linear(x, weight, bias)
         out = F.linear(mx.round_operand(x, -1, self.precision), weight).to(x.dtype)
@@ -158,6 +183,8 @@ class PackedDecoder:
 
     def _experts(self, x: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor, packed) -> torch.Tensor:
         """x: N×D; each row the gate-weighted sum of its k chosen experts' SwiGLU outputs."""
+        if self.native_gemm:
+            return native_gemm.routed_experts(x, indices, weights, packed.gate_up, packed.down)
         tokens, top_k = indices.shape
         num_experts = packed.gate_up.shape[0]
         if 2 * tokens * top_k <= num_experts:  # where one GEMM per pair measured faster
@@ -215,7 +242,7 @@ class PackedDecoder:
         # Rows of several tokens (a prompt's rest) keep torch's blocked attention on all threads:
         # the kernel reads a row's keys once per query token, on one thread.
         native = (
-            self.native
+            self.native_attention
             and length == 1
             and cache.keys[0].dtype == torch.float32
             and native_attention.supports(tokens, cache.keys[0])
@@ -262,4 +289,7 @@ class PackedDecoder:
             if last is None:
                 raise ValueError("rows of several tokens need `last`: which token's logits to return")
             x = x.view(batch, length, -1)[torch.arange(batch, device=x.device), last]
-        return model.lm_head(F.rms_norm(x, (x.shape[-1],), model.norm.weight, self.eps)).float()
+        x = F.rms_norm(x, (x.shape[-1],), model.norm.weight, self.eps)
+        if self.lm_head is not None:
+            return native_gemm.linear(x, self.lm_head)
+        return model.lm_head(x).float()

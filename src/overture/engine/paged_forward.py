@@ -10,7 +10,8 @@ projection, attention, dense MLP or MoE block, LM head. Two entry points:
 - `decode`: one new token per sequence, through `PackedDecoder` (the same function in fewer ops,
   from packed weights); its keys/values are written, then the query attends to every cached key
   of its sequence (position ≤ the token's own), read in place by the C kernel
-  (`native_attention`) or gathered for torch's attention under a boolean mask.
+  (`native_attention`) or gathered for torch's attention under a boolean mask; its GEMMs run
+  through a C kernel tiled for few rows (`native_gemm`) where it is built.
 - `extend`: the same for the rest of a prompt whose beginning the prefix cache already holds.
 """
 
@@ -26,11 +27,17 @@ from overture.model import Transformer
 class PagedForward:
     """Runs `model` over token batches, reading and writing `cache`."""
 
-    def __init__(self, model: Transformer, cache: PagedKVCache, native_attention: bool = True) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        cache: PagedKVCache,
+        native_attention: bool = True,
+        native_gemm: bool = True,
+    ) -> None:
         self.model = model
         self.cache = cache
         self.device = model.embed_tokens.weight.device
-        self.decoder = PackedDecoder(model, native=native_attention)
+        self.decoder = PackedDecoder(model, native_attention, native_gemm)
 
     def _tensor(self, data: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.tensor(data, dtype=dtype, device=self.device)

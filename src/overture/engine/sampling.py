@@ -4,6 +4,9 @@ Randomness comes from one uniform number per sequence and step, drawn by the cal
 sequence's own seeded stream; the token is the inverse CDF of its distribution at that number.
 A sequence's samples therefore depend only on its seed and its logits, never on which other
 sequences share the batch, so batched, unbatched and prefix-shared runs agree.
+
+On CPU, a float32 batch whose rows neither top-k nor top-p truncate is sampled by a C kernel
+(`native_sampling`) with the same rule; everything else by the torch ops below.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from overture.engine import native_sampling
 
 
 @dataclass
@@ -40,13 +45,19 @@ def _truncate(scaled: torch.Tensor, top_ks: list[int], top_ps: list[float]) -> t
     return torch.empty_like(scaled).scatter_(-1, order, sorted_logits)
 
 
-def sample(logits: torch.Tensor, settings: BatchSampling) -> tuple[list[int], list[float]]:
-    """Tokens and their logprobs for B×V float32 `logits` (see `SamplingParams` for which logprob)."""
+def sample(
+    logits: torch.Tensor, settings: BatchSampling, native: bool = True
+) -> tuple[list[int], list[float]]:
+    """Tokens and their logprobs for B×V float32 `logits` (see `SamplingParams` for which logprob);
+    `native`: through the C kernel where it can serve the batch."""
+    truncating = any(k > 0 for k in settings.top_ks) or any(p < 1 for p in settings.top_ps)
+    if native and not truncating and native_sampling.supports(logits):
+        return native_sampling.sample_rows(logits, settings.temperatures, settings.uniforms)
     device = logits.device
     temps = torch.tensor(settings.temperatures, device=device, dtype=logits.dtype)
     greedy = temps == 0
     scaled = logits / torch.where(greedy, 1.0, temps)[:, None]
-    if any(k > 0 for k in settings.top_ks) or any(p < 1 for p in settings.top_ps):
+    if truncating:
         truncated = _truncate(scaled, settings.top_ks, settings.top_ps)
         scaled = torch.where(greedy[:, None], scaled, truncated)
     logprobs = torch.log_softmax(scaled, dim=-1)

@@ -253,7 +253,7 @@ class Scheduler:
             top_ps=[s.params.top_p for s in batch],
             uniforms=[s.uniform() for s in batch],
         )
-        tokens, logprobs = sample(logits, settings)
+        tokens, logprobs = sample(logits, settings, self.config.native_sampling)
         for seq, token, logprob in zip(batch, tokens, logprobs, strict=True):
             seq.append(token, logprob, version)
 
