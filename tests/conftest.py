@@ -33,6 +33,31 @@ def tiny_model_config(**overrides) -> ModelConfig:
     return ModelConfig(**fields)
 
 
+def assert_engine_option_changes_nothing(option: str) -> None:
+    """An engine with the boolean engine `option` on (a C kernel) samples the same tokens as one
+    with it off, with logprobs within 1e-5."""
+    from overture.engine import Engine
+    from overture.model import Transformer
+
+    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
+    runs = {}
+    for on in (True, False):
+        with Engine(model, kv_block_size=4, **{option: on}) as engine:
+            runs[on] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
+    for got, want in zip(runs[True], runs[False], strict=True):
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+
+
+@pytest.fixture
+def no_compiler(monkeypatch, tmp_path):
+    """No C compiler and an empty kernel cache, so no kernel can be built (a test clears the cached
+    `library()` it checks before and after)."""
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model_config
+from conftest import assert_engine_option_changes_nothing, tiny_model_config
 
 from overture.engine import Engine, c_kernels, native_attention
 from overture.engine.kv_cache import PagedKVCache
@@ -105,9 +105,7 @@ def test_loading_the_kernel_keeps_subnormals():
     assert (tiny * 2).item() > 0
 
 
-def test_without_a_compiler_the_library_is_absent_and_the_engine_gathers(monkeypatch, tmp_path):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+def test_without_a_compiler_the_library_is_absent_and_the_engine_gathers(no_compiler):
     native_attention.library.cache_clear()
     try:
         assert native_attention.library() is None
@@ -156,12 +154,4 @@ def test_a_failed_build_is_reported_with_the_compiler_output(monkeypatch, tmp_pa
 
 @needs_kernel
 def test_an_engine_reading_the_cache_in_place_samples_as_one_that_gathers():
-    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
-    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
-    runs = {}
-    for native in (True, False):
-        with Engine(model, native_attention=native, kv_block_size=4) as engine:
-            runs[native] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
-    for got, want in zip(runs[True], runs[False], strict=True):
-        assert got.token_ids == want.token_ids
-        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    assert_engine_option_changes_nothing("native_attention")

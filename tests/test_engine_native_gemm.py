@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model_config
+from conftest import assert_engine_option_changes_nothing, tiny_model_config
 
 from overture.engine import Engine, native_gemm
 from overture.engine.packed_decode import PackedDecoder
@@ -105,20 +105,10 @@ def test_an_engine_on_the_kernel_samples_as_one_on_torchs_gemms():
     assert not PackedDecoder(model, native_gemm=False).native_gemm
     model.set_precision("bf16")  # rounded operands: torch's GEMMs
     assert not PackedDecoder(model).native_gemm
-    model.set_precision("fp32")
-    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
-    runs = {}
-    for native in (True, False):
-        with Engine(model, native_gemm=native, kv_block_size=4) as engine:
-            runs[native] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
-    for got, want in zip(runs[True], runs[False], strict=True):
-        assert got.token_ids == want.token_ids
-        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    assert_engine_option_changes_nothing("native_gemm")
 
 
-def test_without_a_compiler_the_engine_runs_torchs_gemms(monkeypatch, tmp_path):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+def test_without_a_compiler_the_engine_runs_torchs_gemms(no_compiler):
     native_gemm.library.cache_clear()
     try:
         assert native_gemm.library() is None

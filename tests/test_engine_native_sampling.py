@@ -7,11 +7,10 @@ import random
 
 import pytest
 import torch
-from conftest import tiny_model_config
+from conftest import assert_engine_option_changes_nothing
 
-from overture.engine import Engine, native_sampling
+from overture.engine import native_sampling
 from overture.engine.sampling import BatchSampling, sample
-from overture.model import Transformer
 
 needs_kernel = pytest.mark.skipif(
     native_sampling.library() is None, reason="no C compiler to build the kernel with"
@@ -70,20 +69,10 @@ def test_bad_arguments_are_refused():
 
 @needs_kernel
 def test_an_engine_sampling_in_c_generates_as_one_sampling_in_torch():
-    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
-    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
-    runs = {}
-    for native in (True, False):
-        with Engine(model, native_sampling=native) as engine:
-            runs[native] = engine.generate(prompts, max_new_tokens=20, temperature=0.9, seed=11)
-    for got, want in zip(runs[True], runs[False], strict=True):
-        assert got.token_ids == want.token_ids
-        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    assert_engine_option_changes_nothing("native_sampling")
 
 
-def test_without_a_compiler_sampling_runs_in_torch(monkeypatch, tmp_path):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+def test_without_a_compiler_sampling_runs_in_torch(no_compiler):
     native_sampling.library.cache_clear()
     try:
         logits, settings = batch(4, 50, [0.0, 1.0])

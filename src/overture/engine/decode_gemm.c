@@ -71,7 +71,7 @@ TILE(1, 4)
 TILE(4, 1)
 TILE(1, 1)
 
-/* Columns n0 … width - 1 (fewer than 16), one element at a time, k in order. */
+/* Columns n0 … width - 1 (fewer than 16), one element at a time. */
 static void tail_columns(const float *const *rows, int64_t count, const float *w, int64_t depth,
                          int64_t width, int64_t n0, float *const *out) {
     for (int64_t r = 0; r < count; r++)
