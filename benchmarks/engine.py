@@ -4,12 +4,12 @@ A tiny Qwen3-MoE (about 6M parameters) is built with random weights, written wit
 `overture.model.save_pretrained`, and loaded both by `overture.engine.Engine.from_pretrained` and
 by `transformers.AutoModelForCausalLM`. Both sample (temperature 1, top-p 1) the same number of
 new tokens from the same prompts, with stopping disabled. Figures: decode tokens/s at several
-batch sizes (and of the engine with its C GEMM and sampling kernels off), prefill tokens/s, time for `abort("all")` to return with 32 requests running, the
-decode step at 1,024 tokens of context with and without the C attention kernel, and memory (KV
-pool, peak resident set). `generate()` is timed at torch's thread count and on one thread, and
-the speed-ups are stated against both. The engine raises glibc's malloc thresholds
-for the whole process when it starts (`overture.engine.cpu_tuning`), so `generate()` runs with
-them too.
+batch sizes (and of the engine with its C GEMM and sampling kernels off), prefill tokens/s, time
+for `abort("all")` to return with 32 requests running, the decode step at 1,024 tokens of
+context with and without the C attention kernel, and memory (KV pool, peak resident set).
+`generate()` is timed at torch's thread count and on one thread, and the speed-ups are stated
+against both. The engine raises glibc's malloc thresholds for the whole process when it starts
+(`overture.engine.cpu_tuning`), so `generate()` runs with them too.
 
 Usage: python benchmarks/engine.py [--batches 1,8,32,64] [--new-tokens 64] [--prompt-len 32]
 Prints a human summary, then one JSON object on the last line.
