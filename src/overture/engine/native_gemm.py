@@ -1,7 +1,7 @@
 """A decode step's GEMMs in C on CPU: `decode_gemm.c`, built and loaded by `c_kernels`.
 
 A decode step multiplies a few rows (one per sequence) by every weight matrix. torch's CPU GEMMs
-run such shapes at about half the core's arithmetic rate, and the routed experts add a dozen
+run such shapes well below the core's arithmetic rate, and the routed experts add a dozen
 ops a layer around two grouped GEMMs (a loop over experts on CPU). The kernel's GEMMs are tiled
 for few rows (see the C source), and `routed_experts` does a MoE layer's experts in one call.
 Weights are served transposed (`transposed`, once per weight version).
