@@ -98,6 +98,13 @@ def load(source: Path, functions: dict[str, list], fallback: str) -> ctypes.CDLL
     return lib
 
 
+def built(lib: ctypes.CDLL | None, kernel: str) -> ctypes.CDLL:
+    """`lib`, or RuntimeError when the `kernel` could not be built (its `load()` logged why)."""
+    if lib is None:
+        raise RuntimeError(f"the {kernel} kernel is not built (see the log for why)")
+    return lib
+
+
 def require(name: str, tensor: torch.Tensor, dtype: torch.dtype) -> None:
     """ValueError unless `tensor` (a kernel's argument `name`) has `dtype` and lies on the CPU."""
     if tensor.dtype != dtype or tensor.device.type != "cpu":

@@ -48,9 +48,7 @@ class PagedAttention:
     against a pool of `num_blocks` blocks; each call then attends one layer's queries."""
 
     def __init__(self, tables: torch.Tensor, positions: torch.Tensor, num_blocks: int) -> None:
-        self.lib = library()
-        if self.lib is None:
-            raise RuntimeError("the paged attention kernel is not built (see the log for why)")
+        self.lib = c_kernels.built(library(), "paged attention")
         c_kernels.require("tables", tables, torch.int64)
         c_kernels.require("positions", positions, torch.int64)
         if positions.dim() != 2 or tables.dim() != 2 or tables.shape[0] != positions.shape[0]:

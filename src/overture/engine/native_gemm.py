@@ -43,16 +43,9 @@ def transposed(weight: torch.Tensor) -> torch.Tensor:
     return weight.detach().transpose(-1, -2).contiguous()
 
 
-def _built() -> ctypes.CDLL:
-    lib = library()
-    if lib is None:
-        raise RuntimeError("the decode GEMM kernel is not built (see the log for why)")
-    return lib
-
-
 def linear(x: torch.Tensor, weight_t: torch.Tensor) -> torch.Tensor:
     """x (N×K) times a `transposed` weight (K×M): N×M, what `F.linear(x, weight)` computes."""
-    lib = _built()
+    lib = c_kernels.built(library(), "decode GEMM")
     c_kernels.require("x", x, torch.float32)
     c_kernels.require("weight_t", weight_t, torch.float32)
     if x.dim() != 2 or weight_t.dim() != 2 or x.shape[1] != weight_t.shape[0]:
@@ -76,7 +69,7 @@ def routed_experts(
     """N×D: each row of `x` (N×D) the sum of its chosen experts' SwiGLU outputs (`indices`, N×k),
     each times its gate weight (`weights`, N×k). The experts' weights are `transposed`: the E×2I×D
     stack of gate over up rows as E×D×2I, the E×D×I down projections as E×I×D."""
-    lib = _built()
+    lib = c_kernels.built(library(), "decode GEMM")
     tokens, dim = x.shape
     experts, hidden = down_t.shape[0], down_t.shape[1]
     if gate_up_t.shape != (experts, dim, 2 * hidden) or down_t.shape != (experts, hidden, dim):

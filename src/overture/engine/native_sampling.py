@@ -40,9 +40,7 @@ def sample_rows(
 ) -> tuple[list[int], list[float]]:
     """Tokens and logprobs of B×V float32 `logits`: row b at `temperatures[b]` (0 = greedy, its
     logprob at temperature 1) with the uniform number `uniforms[b]` in [0, 1)."""
-    lib = library()
-    if lib is None:
-        raise RuntimeError("the sampling kernel is not built (see the log for why)")
+    lib = c_kernels.built(library(), "sampling")
     c_kernels.require("logits", logits, torch.float32)
     rows, vocab = logits.shape
     if len(temperatures) != rows or len(uniforms) != rows:
