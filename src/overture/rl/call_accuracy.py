@@ -1,0 +1,129 @@
+"""Teacher-forced accuracy of tool calls: would the model write a demonstration's calls exactly?
+
+Held-out loss says how likely a checkpoint finds demonstrations it did not train on; an agent's
+call works only when every character of its arguments is right (an `old_string` one character
+off is not found, an `offset` one digit off reads other lines). So for each call of each
+assistant turn the model is given the conversation up to each token (teacher forcing), and an
+argument counts as reproduced when the greedy choice is the demonstration's token at every
+position of its value (a string's quotes included: knowing where to stop is part of copying).
+A call counts as reproduced when every token of its JSON is. Per argument name (`path`,
+`offset`, `pattern`, `old_string`, ...) and for `tool` (the tool's name) and `call` (the whole
+call), the result is the share reproduced and how many there were.
+
+This tells which skill a model lacks long before it solves a task: a model that picks the right
+tool and path but never reproduces an `old_string` cannot copy from what it read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from overture.model import Transformer
+from overture.rl.demonstrations import render_demonstration
+from overture.text import Tokenizer, ToolCall
+from overture.text.chat import TOOL_CALL_OPEN, Piece, assistant_body_pieces, call_json
+from overture.text.conversation import encode_pieces
+
+CALL = "call"
+TOOL = "tool"
+
+
+def value_spans(call: ToolCall) -> tuple[str, list[tuple[str, int, int]]] | None:
+    """The call's JSON text piece (`\\n{json}\\n`, as rendered) and the character span of the
+    tool name (`tool`) and of each argument value in it; None when the rendered JSON is not the
+    plain `json.dumps` layout (a marker string escaped inside an argument)."""
+    parts = ['\n{"name": ']
+    spans = []
+
+    def value(label: str, item: Any) -> None:
+        start = sum(len(part) for part in parts)
+        parts.append(json.dumps(item, ensure_ascii=False))
+        spans.append((label, start, start + len(parts[-1])))
+
+    value(TOOL, call.name)
+    parts.append(', "arguments": {')
+    for index, (key, item) in enumerate(call.arguments.items()):
+        parts.append((", " if index else "") + json.dumps(key, ensure_ascii=False) + ": ")
+        value(key, item)
+    parts.append("}}\n")
+    text = "".join(parts)
+    return (text, spans) if text == "\n" + call_json(call) + "\n" else None
+
+
+def _token_ends(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
+    """Character offset where each token of `ids` ends in their decoded text."""
+    return [len(tokenizer.decode(ids[: n + 1])) for n in range(len(ids))]
+
+
+def call_argument_accuracy(
+    model: Transformer, tokenizer: Tokenizer, records: Sequence[dict[str, Any]]
+) -> dict[str, dict[str, float | int]]:
+    """{argument name, `tool` or `call`: {"exact": share reproduced, "count": how many}} over
+    the calls of the demonstration `records` (sorted by name)."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    try:
+        for record in records:
+            conversation = render_demonstration(tokenizer, record)
+            ids = conversation.token_ids
+            with torch.no_grad():
+                logits = model(torch.tensor([ids], device=device)).logits[0]
+            predicted = [None, *logits[:-1].argmax(-1).tolist()]  # predicted[p]: the guess for ids[p]
+            correct = [guess == actual for guess, actual in zip(predicted, ids, strict=True)]
+            turns = [turn for turn in conversation.turns if turn.role == "assistant"]
+            messages = [message for message in record["messages"] if message["role"] == "assistant"]
+            for turn, message in zip(turns, messages, strict=True):
+                calls = [ToolCall(c["name"], c.get("arguments", {})) for c in message.get("tool_calls", [])]
+                _score_turn(tokenizer, turn.body_start, message.get("content", ""), calls, correct, counts)
+    finally:
+        model.train(was_training)
+    return {name: {"exact": right / total, "count": total} for name, (right, total) in sorted(counts.items())}
+
+
+def _score_turn(
+    tokenizer: Tokenizer,
+    position: int,
+    content: str,
+    calls: list[ToolCall],
+    correct: list[bool],
+    counts: dict[str, list[int]],
+) -> None:
+    """Count the calls of one assistant turn whose body starts at token `position`."""
+    pending = iter(calls)
+    for run, after_open in _runs(assistant_body_pieces(content, calls)):
+        run_ids = encode_pieces(tokenizer, run)
+        if after_open:  # the text between <tool_call> and </tool_call>: a call's JSON
+            call = next(pending)
+            counts[CALL][0] += all(correct[position : position + len(run_ids)])
+            counts[CALL][1] += 1
+            rendered = value_spans(call)
+            if rendered is not None:
+                ends = _token_ends(tokenizer, run_ids)
+                starts = [0, *ends[:-1]]
+                for label, start, end in rendered[1]:
+                    tokens = [n for n in range(len(run_ids)) if ends[n] > start and starts[n] < end]
+                    counts[label][0] += all(correct[position + n] for n in tokens)
+                    counts[label][1] += 1
+        position += len(run_ids)
+
+
+def _runs(pieces: Sequence[Piece]) -> list[tuple[list[Piece], bool]]:
+    """The pieces as `encode_pieces` tokenizes them: each marker alone, adjacent text together;
+    with each, whether it follows a `<tool_call>` marker."""
+    runs: list[tuple[list[Piece], bool]] = []
+    previous: Piece | None = None
+    for piece in pieces:
+        if piece.marker or not runs or runs[-1][0][-1].marker:
+            after_open = previous is not None and previous.marker and previous.text == TOOL_CALL_OPEN
+            runs.append(([piece], after_open and not piece.marker))
+        else:
+            runs[-1][0].append(piece)
+        previous = piece
+    return runs
