@@ -26,12 +26,14 @@ from overture.config import ConfigError, RunConfig, load_config
 from overture.model import load_pretrained
 from overture.rl import main_job
 from overture.rl.checkpoints import complete_checkpoints
+from overture.rl.demonstrations import render_demonstration
 from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
 from overture.rl.main_job import (
     JobState,
     _drop_records_after,
     check_job_config,
     heldout_repo_folders,
+    lm_warmup_documents,
     lm_warmup_phase_config,
     rl_mode,
     rl_phase_config,
@@ -116,6 +118,27 @@ def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every
     held = [i for i in range(len(encoded)) if i % 4 == 3]  # the 4th and 8th documents, and so on
     assert splits.val.tolist() == [t for i in held for t in [*encoded[i], end]]
     assert splits.train.tolist() == [t for i, ids in enumerate(encoded) if i not in held for t in [*ids, end]]
+
+
+def test_the_warmup_keeps_the_demonstrations_system_message_once():
+    tokenizer = Tokenizer.train(["You are an agent. Fix bugs.\nread it\nok"] * 4, vocab_size=300)
+    system = {"role": "system", "content": "You are an agent. Fix bugs."}
+
+    def record(task: str) -> dict:
+        answer = {"role": "assistant", "content": "ok"}
+        return {"messages": [system, {"role": "user", "content": task}, answer]}
+
+    demonstrations = [record("fix a"), record("fix b"), record("fix c")]
+    drill = {"messages": [{"role": "assistant", "content": "read it"}]}
+    documents = lm_warmup_documents(tokenizer, demonstrations, [drill])
+    system_ids = render_demonstration(tokenizer, {"messages": [system]}).token_ids
+    starts_with_system = [ids[: len(system_ids)] == system_ids for ids in documents]
+    assert starts_with_system == [True, False, False, False]
+    assert documents[0] == render_demonstration(tokenizer, demonstrations[0]).token_ids
+    unprompted = {"messages": demonstrations[1]["messages"][1:]}
+    assert documents[1] == render_demonstration(tokenizer, unprompted).token_ids
+    assert documents[3] == render_demonstration(tokenizer, drill).token_ids
+    assert len(demonstrations[1]["messages"]) == 3  # the caller's records are left whole
 
 
 def test_the_make_train_config_is_a_whole_main_job():
@@ -237,6 +260,10 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     assert sft["demonstrations"] >= 2 and 1 <= sft["steps"] <= 4
     assert sft["best_val_loss"] < sft["initial_val_loss"]
     assert Path(sft["best"]).is_dir() and (run / "sft" / "metrics.jsonl").is_file()
+    # ... and how exactly its best weights write the held-out demonstrations' calls.
+    calls = sft["call_accuracy"]["call"]
+    assert calls["count"] > 0 and 0.0 <= calls["exact"] <= 1.0
+    assert sft["call_accuracy"]["tool"]["count"] == calls["count"]
     # Both evaluations on the same held-out tasks.
     for when in ("eval_before", "eval_after"):
         assert summary[when]["tasks"] == 2 and 0.0 <= summary[when]["pass_at"]["pass@1"] <= 1.0

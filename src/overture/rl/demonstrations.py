@@ -97,6 +97,11 @@ def render_demonstration(tokenizer: Tokenizer, record: dict[str, Any]) -> Conver
     return conversation
 
 
+def without_system(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with its system messages left out (the conversation from the user's task on)."""
+    return {**record, "messages": [m for m in record["messages"] if m.get("role") != "system"]}
+
+
 def demonstration_samples(
     tokenizer: Tokenizer, records: list[dict[str, Any]], max_tokens: int, source: str = "demonstrations"
 ) -> list[TrainingSample]:

@@ -12,11 +12,13 @@ Phases, each calling the component that owns it:
    held-out repository is code the model has never seen; the held-out functions of the other
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
-   seen most) and, with `lm_warmup.edit_drills`, on edit drills cut from their reads
-   (`overture.tasks.drills`), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
+   seen most; their shared system message once, `lm_warmup_documents`) and, with
+   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`), in the
+   sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
    on the demonstrations' assistant turns, from the warm-up's checkpoint when there is one,
    until the held-out loss stops improving (its own early stopping), in the sub-run `RUN/sft/`;
-   RL starts from its best weights;
+   RL starts from its best weights, and how exactly they reproduce the held-out demonstrations'
+   tool calls is measured (`call_accuracy`: which arguments the model can write at all);
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
@@ -62,8 +64,9 @@ from overture.config import ConfigError, RunConfig
 from overture.engine import Engine
 from overture.model import load_pretrained
 from overture.model.devices import resolve_device
+from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from overture.rl.demonstrations import read_demonstrations, render_demonstration
+from overture.rl.demonstrations import read_demonstrations, render_demonstration, without_system
 from overture.rl.evaluation import evaluate
 from overture.rl.job_display import JobDisplay
 from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
@@ -148,6 +151,16 @@ def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
         warmup_steps=warmup.warmup_steps,
     )
     return RunConfig.model_validate(data)
+
+
+def lm_warmup_documents(
+    tokenizer: Tokenizer, demonstrations: list[dict[str, Any]], drills: list[dict[str, Any]]
+) -> list[list[int]]:
+    """Token ids of the warm-up's conversations: the demonstrations, the system message kept in
+    the first only (it is the same in every one, about 1,500 tokens with the tools' schemas: kept
+    in all it would be almost a third of the warm-up's data, learned after a few), then the drills."""
+    kept = demonstrations[:1] + [without_system(record) for record in demonstrations[1:]]
+    return [render_demonstration(tokenizer, record).token_ids for record in [*kept, *drills]]
 
 
 def heldout_repo_folders(config: RunConfig) -> list[str]:
@@ -320,9 +333,21 @@ class MainJob:
         began = time.time()
         summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
         summary.update(counts)
+        best = Path(summary["best"] or summary["final"])
+        summary["call_accuracy"] = self._call_accuracy(demos, best, tokenizer)
         self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
         self._timed("sft", began)
         return self.state.record("sft", summary)
+
+    def _call_accuracy(self, demos: Path, weights: Path, tokenizer: Tokenizer) -> dict[str, Any]:
+        """How exactly the SFT checkpoint reproduces the calls of the demonstrations SFT held out
+        (teacher-forced, greedy): which arguments it can write before any task is solved."""
+        _, held_out = split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)
+        model = load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
+        accuracy = call_argument_accuracy(model, tokenizer, held_out)
+        shares = ", ".join(f"{name} {value['exact']:.2f}" for name, value in accuracy.items())
+        self.display.echo(f"held-out calls reproduced exactly (teacher-forced): {shares}")
+        return accuracy
 
     def _lm_warmup(self, demos: Path, tokenizer: Tokenizer) -> dict[str, Any]:
         """Next-token training on the shipped corpus, on every token of the demonstrations SFT
@@ -334,7 +359,7 @@ class MainJob:
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
-        documents = [render_demonstration(tokenizer, record).token_ids for record in [*records, *drills]]
+        documents = lm_warmup_documents(tokenizer, records, drills)
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
         unseen = heldout_repo_folders(self.config)
         summary = pretrain(
@@ -535,6 +560,7 @@ class MainJob:
                     "best",
                     "demonstrations",
                     "oracle_failed",
+                    "call_accuracy",
                 )
             },
             "eval_before": {k: v for k, v in before.items() if k not in drop},
