@@ -81,7 +81,11 @@ def call_argument_accuracy(
             messages = [message for message in record["messages"] if message["role"] == "assistant"]
             for turn, message in zip(turns, messages, strict=True):
                 calls = [ToolCall(c["name"], c.get("arguments", {})) for c in message.get("tool_calls", [])]
-                _score_turn(tokenizer, turn.body_start, message.get("content", ""), calls, correct, counts)
+                content = message.get("content", "")
+                end = _score_turn(tokenizer, turn.body_start, content, calls, correct, counts)
+                if end != turn.body_end:  # the pieces did not tokenize as the conversation did
+                    where = f"assistant turn at token {turn.body_start}"
+                    raise ValueError(f"{where}: its calls could not be located in the conversation")
     finally:
         model.train(was_training)
     return {name: {"exact": right / total, "count": total} for name, (right, total) in sorted(counts.items())}
@@ -94,8 +98,9 @@ def _score_turn(
     calls: list[ToolCall],
     correct: list[bool],
     counts: dict[str, list[int]],
-) -> None:
-    """Count the calls of one assistant turn whose body starts at token `position`."""
+) -> int:
+    """Count the calls of one assistant turn whose body starts at token `position`; return where
+    the body ends."""
     pending = iter(calls)
     for run, after_open in _runs(assistant_body_pieces(content, calls)):
         run_ids = encode_pieces(tokenizer, run)
@@ -112,6 +117,7 @@ def _score_turn(
                     counts[label][0] += all(correct[position + n] for n in tokens)
                     counts[label][1] += 1
         position += len(run_ids)
+    return position
 
 
 def _runs(pieces: Sequence[Piece]) -> list[tuple[list[Piece], bool]]:
