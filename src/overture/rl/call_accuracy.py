@@ -26,7 +26,7 @@ import torch
 from overture.model import Transformer
 from overture.rl.demonstrations import render_demonstration
 from overture.text import Tokenizer, ToolCall
-from overture.text.chat import TOOL_CALL_OPEN, Piece, assistant_body_pieces, call_json
+from overture.text.chat import TOOL_CALL_OPEN, assistant_body_pieces, call_json
 from overture.text.conversation import encode_pieces
 
 CALL = "call"
@@ -93,43 +93,29 @@ def call_argument_accuracy(
 
 def _score_turn(
     tokenizer: Tokenizer,
-    position: int,
+    body_start: int,
     content: str,
     calls: list[ToolCall],
     correct: list[bool],
     counts: dict[str, list[int]],
 ) -> int:
-    """Count the calls of one assistant turn whose body starts at token `position`; return where
-    the body ends."""
-    pending = iter(calls)
-    for run, after_open in _runs(assistant_body_pieces(content, calls)):
-        run_ids = encode_pieces(tokenizer, run)
-        if after_open:  # the text between <tool_call> and </tool_call>: a call's JSON
-            call = next(pending)
-            counts[CALL][0] += all(correct[position : position + len(run_ids)])
-            counts[CALL][1] += 1
-            rendered = value_spans(call)
-            if rendered is not None:
-                ends = _token_ends(tokenizer, run_ids)
-                starts = [0, *ends[:-1]]
-                for label, start, end in rendered[1]:
-                    tokens = [n for n in range(len(run_ids)) if ends[n] > start and starts[n] < end]
-                    counts[label][0] += all(correct[position + n] for n in tokens)
-                    counts[label][1] += 1
-        position += len(run_ids)
-    return position
-
-
-def _runs(pieces: Sequence[Piece]) -> list[tuple[list[Piece], bool]]:
-    """The pieces as `encode_pieces` tokenizes them: each marker alone, adjacent text together;
-    with each, whether it follows a `<tool_call>` marker."""
-    runs: list[tuple[list[Piece], bool]] = []
-    previous: Piece | None = None
-    for piece in pieces:
-        if piece.marker or not runs or runs[-1][0][-1].marker:
-            after_open = previous is not None and previous.marker and previous.text == TOOL_CALL_OPEN
-            runs.append(([piece], after_open and not piece.marker))
-        else:
-            runs[-1][0].append(piece)
-        previous = piece
-    return runs
+    """Count the calls of one assistant turn whose body starts at token `body_start`; return where
+    the body ends. A call's JSON is the text piece after its `<tool_call>` marker; markers are
+    tokens of their own, so the pieces before it give its position exactly."""
+    pieces = assistant_body_pieces(content, calls)
+    openings = [i + 1 for i, piece in enumerate(pieces) if piece.marker and piece.text == TOOL_CALL_OPEN]
+    for index, call in zip(openings, calls, strict=True):
+        position = body_start + len(encode_pieces(tokenizer, pieces[:index]))
+        piece_ids = encode_pieces(tokenizer, [pieces[index]])
+        counts[CALL][0] += all(correct[position : position + len(piece_ids)])
+        counts[CALL][1] += 1
+        rendered = value_spans(call)
+        if rendered is None:
+            continue
+        ends = _token_ends(tokenizer, piece_ids)
+        starts = [0, *ends[:-1]]
+        for label, start, end in rendered[1]:
+            tokens = [n for n in range(len(piece_ids)) if ends[n] > start and starts[n] < end]
+            counts[label][0] += all(correct[position + n] for n in tokens)
+            counts[label][1] += 1
+    return body_start + len(encode_pieces(tokenizer, pieces))

@@ -339,10 +339,14 @@ class MainJob:
         self._timed("sft", began)
         return self.state.record("sft", summary)
 
+    def _sft_split(self, demos: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The demonstration records SFT trains on and those it holds out, split as SFT splits them."""
+        return split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)
+
     def _call_accuracy(self, demos: Path, weights: Path, tokenizer: Tokenizer) -> dict[str, Any]:
         """How exactly the SFT checkpoint reproduces the calls of the demonstrations SFT held out
         (teacher-forced, greedy): which arguments it can write before any task is solved."""
-        _, held_out = split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)
+        _, held_out = self._sft_split(demos)
         model = load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
         accuracy = call_argument_accuracy(model, tokenizer, held_out)
         shares = ", ".join(f"{name} {value['exact']:.2f}" for name, value in accuracy.items())
@@ -355,7 +359,7 @@ class MainJob:
         an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
-        records, _ = split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)  # SFT's split
+        records, _ = self._sft_split(demos)
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
