@@ -78,7 +78,8 @@ def test_a_model_that_has_the_calls_by_heart_reproduces_every_argument(tokenizer
     assert result["old_string"] == {"exact": 1.0, "count": 2}
     assert result["path"] == {"exact": 1.0, "count": 2}
     arguments = {"path", "offset", "limit", "file_path", "old_string", "new_string", "command"}
-    assert set(result) == {"call", "tool", *arguments}
+    assert set(result) == {"call", "tool", *arguments, "old_string@change", "new_string@change"}
+    assert result["old_string@change"] == {"exact": 1.0, "count": 2}
     assert model.training  # left in the mode it came in
 
 
@@ -96,3 +97,19 @@ def test_a_digit_wrong_fails_the_offset(tokenizer: Tokenizer) -> None:
     result = call_argument_accuracy(TeacherModel(tokenizer, misses="7"), tokenizer, [record(EDIT)])
     assert result["offset"]["exact"] == 0.0
     assert result["path"]["exact"] == 1.0
+
+
+def test_the_change_token_of_an_edit_is_scored_on_its_own(tokenizer: Tokenizer) -> None:
+    # "    ZZZ = 1" against "    total = 1": the change starts at the first "Z" (missed) and "t".
+    other = {**EDIT, "old_string": "    total = 2\n"}  # against "    total = 1": the digits
+    records = [record(EDIT), record(other)]
+    result = call_argument_accuracy(TeacherModel(tokenizer, misses="Z"), tokenizer, records)
+    assert result["old_string@change"] == {"exact": 0.5, "count": 2}
+    assert result["new_string@change"] == {"exact": 1.0, "count": 2}
+    # A miss elsewhere in the string fails the string but not its change token.
+    result = call_argument_accuracy(TeacherModel(tokenizer, misses="="), tokenizer, [record(other)])
+    assert result["old_string"]["exact"] == 0.0 and result["new_string"]["exact"] == 0.0
+    assert result["old_string@change"]["exact"] == 1.0 and result["new_string@change"]["exact"] == 1.0
+    # A miss on the changed digit fails the change token.
+    result = call_argument_accuracy(TeacherModel(tokenizer, misses="2"), tokenizer, [record(other)])
+    assert result["old_string@change"]["exact"] == 0.0 and result["new_string@change"]["exact"] == 1.0

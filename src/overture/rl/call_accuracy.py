@@ -10,6 +10,10 @@ A call counts as reproduced when every token of its JSON is. Per argument name (
 `offset`, `pattern`, `old_string`, ...) and for `tool` (the tool's name) and `call` (the whole
 call), the result is the share reproduced and how many there were.
 
+An edit's two strings differ where the fix is. `old_string@change` and `new_string@change` score
+the one token of each that holds the first character where they differ: copying the bug exactly
+(a model that knows the code may write it as it should be, not as it is) and writing the fix.
+
 This tells which skill a model lacks long before it solves a task: a model that picks the right
 tool and path but never reproduces an `old_string` cannot copy from what it read.
 """
@@ -31,6 +35,8 @@ from overture.text.conversation import encode_pieces
 
 CALL = "call"
 TOOL = "tool"
+CHANGE = "@change"  # suffix of the edit strings' change-token entries
+EDIT_STRINGS = ("old_string", "new_string")
 
 
 def value_spans(call: ToolCall) -> tuple[str, list[tuple[str, int, int]]] | None:
@@ -118,4 +124,26 @@ def _score_turn(
             tokens = [n for n in range(len(piece_ids)) if ends[n] > start and starts[n] < end]
             counts[label][0] += all(correct[position + n] for n in tokens)
             counts[label][1] += 1
+        for label, at in _change_starts(call, rendered[1]).items():
+            token = next(n for n in range(len(piece_ids)) if ends[n] > at)
+            counts[label + CHANGE][0] += correct[position + token]
+            counts[label + CHANGE][1] += 1
     return body_start + len(encode_pieces(tokenizer, pieces))
+
+
+def _change_starts(call: ToolCall, spans: list[tuple[str, int, int]]) -> dict[str, int]:
+    """For an edit with string `old_string` and `new_string`: the offset, in the call's JSON text,
+    of the first character where each differs from the other (its closing quote when it is the
+    other's prefix). Empty for other calls."""
+    values = [call.arguments.get(name) for name in EDIT_STRINGS]
+    if not all(isinstance(value, str) for value in values):
+        return {}
+    old, new = values
+    differ = (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b)
+    first = next(differ, min(len(old), len(new)))
+    opening = {label: start for label, start, _ in spans}
+    # The JSON of a value's first characters ends with a closing quote where the next one goes.
+    return {
+        name: opening[name] + len(json.dumps(value[:first], ensure_ascii=False)) - 1
+        for name, value in zip(EDIT_STRINGS, values, strict=True)
+    }
