@@ -20,6 +20,7 @@ tool and path but never reproduces an `old_string` cannot copy from what it read
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -125,7 +126,7 @@ def _score_turn(
             counts[label][0] += all(correct[position + n] for n in tokens)
             counts[label][1] += 1
         for label, at in _change_starts(call, rendered[1]).items():
-            token = next(n for n in range(len(piece_ids)) if ends[n] > at)
+            token = bisect.bisect_right(ends, at)  # the first token ending after `at`
             counts[label + CHANGE][0] += correct[position + token]
             counts[label + CHANGE][1] += 1
     return body_start + len(encode_pieces(tokenizer, pieces))
