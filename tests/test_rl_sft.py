@@ -20,7 +20,7 @@ from overture.rl.demonstrations import (
 )
 from overture.rl.run_dir import read_metrics
 from overture.rl.setup import load_tokenizer
-from overture.rl.sft import DataOrder, sft
+from overture.rl.sft import DataOrder, load_drill_samples, sft
 from overture.text import Tokenizer, train_default_tokenizer
 
 VOCAB = 1024
@@ -153,3 +153,84 @@ def test_sft_command_runs_and_reports_bad_data(tmp_path):
     assert "more than training.seq_len = 64" in too_short.output
     missing = runner.invoke(app, ["sft", str(path), "--set", "sft.data=nowhere.jsonl", "--set", "name=x"])
     assert missing.exit_code == 2 and "nowhere.jsonl: demonstrations file not found" in missing.output
+
+
+FUNCTION = """\
+def scaled_total(values, factor):
+    total = 0
+    for value in values:
+        if value > 0:
+            total += value * factor
+    return total - 1
+"""
+
+
+def fix_demonstrations(count: int) -> list[dict]:
+    """Demonstrations of one fix: read a function with a bug in line 4, put the line back."""
+    records = []
+    for index in range(count):
+        path = f"src/module_{index}.py"
+        listing = "\n".join(
+            f"{n}|{line}" for n, line in enumerate(FUNCTION.replace("> 0", ">= 0").splitlines(), 1)
+        )
+        fix = {
+            "file_path": path,
+            "old_string": "        if value >= 0:\n",
+            "new_string": "        if value > 0:\n",
+        }
+        records.append(
+            {
+                "messages": [
+                    {"role": "system", "content": "You are a coding agent."},
+                    {"role": "user", "content": f"A test of {path} fails."},
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [{"name": "read_file", "arguments": {"path": path}}],
+                    },
+                    {"role": "tool", "content": listing + "\n[end of file: lines 1-6]"},
+                    {
+                        "role": "assistant",
+                        "content": "Fixing it.",
+                        "tool_calls": [{"name": "search_replace", "arguments": fix}],
+                    },
+                    {"role": "tool", "content": f"{path}: replaced 1 occurrence."},
+                    {"role": "assistant", "content": "Done."},
+                ]
+            }
+        )
+    return records
+
+
+def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_their_order(tmp_path):
+    data = tmp_path / "fixes.jsonl"
+    data.write_text("".join(json.dumps(record) + "\n" for record in fix_demonstrations(10)))
+
+    def config(name: str) -> RunConfig:
+        run = sft_config(tmp_path, name=name, steps=8, checkpoint_every=3, batch_size=2)
+        run.sft.data, run.sft.val_fraction, run.sft.edit_drills, run.sft.drills_per_batch = (
+            str(data),
+            0.2,
+            3,
+            4,
+        )
+        return run
+
+    tokenizer = load_tokenizer(config("drills"))
+    drills = load_drill_samples(config("drills"), tokenizer)
+    # 3 drills from each of the 8 demonstrations trained on; the 2 held out give none
+    assert len(drills) == 8 * 3 and all(sample.trained_tokens > 0 for sample in drills)
+    whole = sft(config("whole"), echo=quiet)
+    assert whole["edit_drills"] == 24
+    part = sft(config("part"), until_step=5, echo=quiet)
+    resumed = sft(config("part"), resume=True, echo=quiet)
+    assert part["steps"] == 5 and resumed["steps"] == 8
+
+    def losses(summary) -> dict[int, float]:
+        return {r["step"]: r["loss"] for r in read_metrics(summary["run_dir"]) if "loss" in r}
+
+    # the same demonstrations and drills in every batch after the resume as in the whole run
+    assert losses(resumed)[8] == pytest.approx(losses(whole)[8], rel=1e-6)
+    without = config("without")
+    without.sft.edit_drills = 0
+    assert load_drill_samples(without, tokenizer) == []

@@ -205,6 +205,13 @@ class SFTConfig(Section):
     eval_every: int = Field(20, gt=0, description="optimizer steps between held-out evaluations")
     patience: int = Field(3, gt=0, description="evaluations without improvement before stopping early")
     min_delta: float = Field(1e-3, ge=0, description="held-out loss decrease that counts as improvement")
+    edit_drills: int = Field(
+        0,
+        ge=0,
+        description="edit drills (overture.tasks.drills) cut per read listing of each training "
+        "demonstration, trained alongside them; 0 = none",
+    )
+    drills_per_batch: int = Field(16, gt=0, description="edit drills added to each batch of demonstrations")
 
 
 class EngineConfig(Section):

@@ -4,9 +4,10 @@ The loss is next-token cross-entropy on the policy's tokens only (loss mask 1: t
 bodies), token-mean over each batch. A share of the demonstrations is held out; its loss is
 measured every `sft.eval_every` steps, the best weights so far are kept in
 `checkpoints/best/`, and training stops early after `sft.patience` evaluations without an
-improvement of at least `sft.min_delta`. Training checkpoints (`checkpoints.py`) hold the
-data position and the early-stopping state, so `--resume` continues exactly where a run
-stopped.
+improvement of at least `sft.min_delta`. With `sft.edit_drills`, every batch also holds
+`sft.drills_per_batch` edit drills (`overture.tasks.drills`) cut from the demonstrations
+trained on, in an order of their own. Training checkpoints (`checkpoints.py`) hold both data
+positions and the early-stopping state, so `--resume` continues exactly where a run stopped.
 
 With `parallel.nproc` > 1 the same function runs on every rank of a `run_parallel` job (local
 processes, torchrun, or Ray actors when `runtime.ray` is set): each rank builds the same model
@@ -34,6 +35,7 @@ from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer, check_sharded_training
+from overture.tasks.drills import edit_drills
 from overture.text import Tokenizer
 
 
@@ -100,13 +102,27 @@ def split_held_out(samples: Sequence[TrainingSample], fraction: float) -> tuple[
     return train, held
 
 
+def _demonstration_records(config: RunConfig) -> tuple[list[dict], str]:
+    if config.sft.data:
+        return read_demonstrations(config.sft.data), config.sft.data
+    return synthetic_demonstrations(config.sft.synthetic_count, config.seed), "synthetic"
+
+
 def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[TrainingSample]:
     """The demonstrations `sft.data` names, or the synthetic set when it is unset."""
-    if config.sft.data:
-        records, source = read_demonstrations(config.sft.data), config.sft.data
-    else:
-        records, source = synthetic_demonstrations(config.sft.synthetic_count, config.seed), "synthetic"
+    records, source = _demonstration_records(config)
     return demonstration_samples(tokenizer, records, config.training.seq_len, source)
+
+
+def load_drill_samples(config: RunConfig, tokenizer: Tokenizer) -> list[TrainingSample]:
+    """`sft.edit_drills` edit drills per read listing of each demonstration SFT trains on (none
+    of those it holds out)."""
+    if not config.sft.edit_drills:
+        return []
+    records, _ = _demonstration_records(config)
+    train, _ = split_held_out(records, config.sft.val_fraction)
+    drills = [drill for record in train for drill in edit_drills(record, config.sft.edit_drills)]
+    return demonstration_samples(tokenizer, drills, config.training.seq_len, "edit drills")
 
 
 def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path, lead: bool = True) -> None:
@@ -172,13 +188,15 @@ def sft_rank(
     tokenizer = load_tokenizer(config)
     train, held_out = split_held_out(load_demonstration_samples(config, tokenizer), settings.val_fraction)
     trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False, meshes=meshes)
-    order = DataOrder(len(train), config.seed)
+    drills = load_drill_samples(config, tokenizer)
+    order, drill_order = DataOrder(len(train), config.seed), DataOrder(len(drills), config.seed + 1)
     stopping = EarlyStopping(settings.patience, settings.min_delta)
     initial_val = None
     restored = latest_checkpoint(checkpoints) if resume else None
     if restored:
         state = load_checkpoint(trainer, restored)
         order = DataOrder(len(train), config.seed, **state.data_position)
+        drill_order = DataOrder(len(drills), config.seed + 1, **state.extra.get("drill_position", {}))
         stopping = EarlyStopping(**state.extra["early_stopping"])
         initial_val = state.extra.get("initial_val_loss")
         echo(f"resumed from {restored} at step {trainer.step}")
@@ -187,17 +205,23 @@ def sft_rank(
         log(0, val_loss=initial_val)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
-        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, "
+        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, {len(drills)} edit drills, "
         f"held-out loss {initial_val:.3f} at start, {where}"
     )
 
     def checkpoint() -> Path:
-        extra = {"early_stopping": asdict(stopping), "initial_val_loss": initial_val}
+        extra = {
+            "early_stopping": asdict(stopping),
+            "initial_val_loss": initial_val,
+            "drill_position": drill_order.position(),
+        }
         return save_checkpoint(trainer, checkpoints, order.position(), extra, training.keep_checkpoints)
 
     last = min(training.steps, until_step) if until_step else training.steps
     while trainer.step < last and not stopping.should_stop:
         batch = [train[i] for i in order.take(training.batch_size)]
+        if drills:
+            batch += [drills[i] for i in drill_order.take(settings.drills_per_batch)]
         metrics = trainer.lm_step(batch)
         step = trainer.step
         if step % settings.eval_every == 0 or step == training.steps:
@@ -227,6 +251,7 @@ def sft_rank(
         "initial_val_loss": initial_val,
         "best_val_loss": stopping.best if stopping.best_step else None,
         "best_step": stopping.best_step,
+        "edit_drills": len(drills),
         "seconds": round(time.time() - started, 1),
     }
     echo(f"held-out loss {initial_val:.3f} -> best {stopping.best:.3f} at step {stopping.best_step}")
