@@ -208,12 +208,8 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
 
     def config(name: str) -> RunConfig:
         run = sft_config(tmp_path, name=name, steps=8, checkpoint_every=3, batch_size=2)
-        run.sft.data, run.sft.val_fraction, run.sft.edit_drills, run.sft.drills_per_batch = (
-            str(data),
-            0.2,
-            3,
-            4,
-        )
+        run.sft.data, run.sft.val_fraction = str(data), 0.2
+        run.sft.edit_drills, run.sft.drills_per_batch = 3, 4
         return run
 
     tokenizer = load_tokenizer(config("drills"))
@@ -234,3 +230,5 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
     without = config("without")
     without.sft.edit_drills = 0
     assert load_drill_samples(without, tokenizer) == []
+    plain = sft(without, echo=quiet)  # the drills are in the batches: without them, other losses
+    assert plain["edit_drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-3)
