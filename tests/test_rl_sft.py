@@ -20,7 +20,7 @@ from overture.rl.demonstrations import (
 )
 from overture.rl.run_dir import read_metrics
 from overture.rl.setup import load_tokenizer
-from overture.rl.sft import DataOrder, load_drill_samples, sft
+from overture.rl.sft import DataOrder, drill_samples, load_demonstration_records, sft
 from overture.text import Tokenizer, train_default_tokenizer
 
 VOCAB = 1024
@@ -213,7 +213,8 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
         return run
 
     tokenizer = load_tokenizer(config("drills"))
-    drills = load_drill_samples(config("drills"), tokenizer)
+    records, _ = load_demonstration_records(config("drills"))
+    drills = drill_samples(config("drills"), tokenizer, records)
     # 3 drills from each of the 8 demonstrations trained on; the 2 held out give none
     assert len(drills) == 8 * 3 and all(sample.trained_tokens > 0 for sample in drills)
     whole = sft(config("whole"), echo=quiet)
@@ -229,6 +230,6 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
     assert losses(resumed)[8] == pytest.approx(losses(whole)[8], rel=1e-6)
     without = config("without")
     without.sft.edit_drills = 0
-    assert load_drill_samples(without, tokenizer) == []
+    assert drill_samples(without, tokenizer, records) == []
     plain = sft(without, echo=quiet)  # the drills are in the batches: without them, other losses
     assert plain["edit_drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-3)

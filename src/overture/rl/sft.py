@@ -102,7 +102,9 @@ def split_held_out(samples: Sequence[TrainingSample], fraction: float) -> tuple[
     return train, held
 
 
-def _demonstration_records(config: RunConfig) -> tuple[list[dict], str]:
+def load_demonstration_records(config: RunConfig) -> tuple[list[dict], str]:
+    """(records, source name): the demonstrations `sft.data` names, or the synthetic set when it
+    is unset."""
     if config.sft.data:
         return read_demonstrations(config.sft.data), config.sft.data
     return synthetic_demonstrations(config.sft.synthetic_count, config.seed), "synthetic"
@@ -110,16 +112,15 @@ def _demonstration_records(config: RunConfig) -> tuple[list[dict], str]:
 
 def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[TrainingSample]:
     """The demonstrations `sft.data` names, or the synthetic set when it is unset."""
-    records, source = _demonstration_records(config)
+    records, source = load_demonstration_records(config)
     return demonstration_samples(tokenizer, records, config.training.seq_len, source)
 
 
-def load_drill_samples(config: RunConfig, tokenizer: Tokenizer) -> list[TrainingSample]:
-    """`sft.edit_drills` edit drills per read listing of each demonstration SFT trains on (none
-    of those it holds out)."""
+def drill_samples(config: RunConfig, tokenizer: Tokenizer, records: list[dict]) -> list[TrainingSample]:
+    """`sft.edit_drills` edit drills per read listing of each of `records` SFT trains on (none of
+    those it holds out)."""
     if not config.sft.edit_drills:
         return []
-    records, _ = _demonstration_records(config)
     train, _ = split_held_out(records, config.sft.val_fraction)
     drills = [drill for record in train for drill in edit_drills(record, config.sft.edit_drills)]
     return demonstration_samples(tokenizer, drills, config.training.seq_len, "edit drills")
@@ -186,9 +187,11 @@ def sft_rank(
     training, settings = config.training, config.sft
     started = time.time()
     tokenizer = load_tokenizer(config)
-    train, held_out = split_held_out(load_demonstration_samples(config, tokenizer), settings.val_fraction)
+    records, source = load_demonstration_records(config)
+    samples = demonstration_samples(tokenizer, records, training.seq_len, source)
+    train, held_out = split_held_out(samples, settings.val_fraction)
+    drills = drill_samples(config, tokenizer, records)
     trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False, meshes=meshes)
-    drills = load_drill_samples(config, tokenizer)
     order, drill_order = DataOrder(len(train), config.seed), DataOrder(len(drills), config.seed + 1)
     stopping = EarlyStopping(settings.patience, settings.min_delta)
     initial_val = None
