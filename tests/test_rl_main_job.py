@@ -179,6 +179,19 @@ def test_splits_are_capped_and_an_empty_one_is_an_error(tmp_path):
         split_tasks(make_tasks(0, 3), config)
 
 
+def test_a_capped_split_takes_every_repository_in_turn(tmp_path):
+    # Held-out tasks as a synthesized file orders them: repository after repository.
+    tasks = [
+        Task(f"{repo}-{i}", repo, "fix it", ["tests/test_x.py::test_x"], split="heldout")
+        for repo, count in (("a", 5), ("b", 1), ("c", 4))
+        for i in range(count)
+    ]
+    _, heldout = split_tasks([*make_tasks(1, 0), *tasks], smoke_config(tmp_path, "tasks.eval_size=6"))
+    assert [t.instance_id for t in heldout] == ["a-0", "b-0", "c-0", "a-1", "c-1", "a-2"]
+    _, every = split_tasks([*make_tasks(1, 0), *tasks], smoke_config(tmp_path, "tasks.eval_size=10"))
+    assert every == tasks  # no cap: the file's order
+
+
 def test_the_bundled_task_set_is_cached_by_seed_size_and_settings(tmp_path):
     config = smoke_config(tmp_path)
     folder = builtin_cache_dir(config)

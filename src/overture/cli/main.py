@@ -187,7 +187,9 @@ def evaluate_checkpoint(
     split: Annotated[str, typer.Option(help="tasks of this split (heldout or train)")] = "heldout",
     samples: Annotated[int, typer.Option(help="episodes per task")] = 1,
     k: Annotated[list[int] | None, typer.Option("--k", help="report pass@k (repeatable; default 1)")] = None,
-    limit: Annotated[int | None, typer.Option(help="only the first N tasks of the split")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="only N tasks of the split, taken from each repository in turn")
+    ] = None,
     trajectories: Annotated[Path | None, typer.Option(help="write every trajectory (JSONL)")] = None,
     set_: Overrides = None,
 ) -> None:
@@ -198,7 +200,7 @@ def evaluate_checkpoint(
     from overture.model import load_pretrained
     from overture.rl.engine_policy import EnginePolicy
     from overture.rl.evaluation import evaluate
-    from overture.rl.job_tasks import load_task_set
+    from overture.rl.job_tasks import load_task_set, spread_over_repos
     from overture.tasks.spec import write_jsonl
     from overture.text import Tokenizer
 
@@ -207,7 +209,7 @@ def evaluate_checkpoint(
         run_config.tasks.source = str(tasks)
     # 'builtin' is the bundled set `overture train` synthesizes for this config (made once, cached).
     every, origin = asyncio.run(load_task_set(run_config, echo))
-    chosen = [task for task in every if task.split == split][:limit]
+    chosen = spread_over_repos([task for task in every if task.split == split], limit)
     if not chosen:
         raise typer.BadParameter(f"{origin.path}: no tasks in split {split!r}", param_hint="--split")
     tokenizer = Tokenizer.from_dir(checkpoint)

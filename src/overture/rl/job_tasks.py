@@ -6,7 +6,8 @@
   cached under `OUTPUT_DIR/task-sets/`, keyed by seed, size and the synthesis settings, and a
   later run with the same key reads it back. Any other value is a JSONL task file, read as is.
 - `split_tasks`: the train split (for SFT and RL, at most `tasks.train_size`) and the held-out
-  split (for evaluation, at most `tasks.eval_size`).
+  split (for evaluation, at most `tasks.eval_size`), a cap taking tasks from every repository in
+  turn (`spread_over_repos`).
 - `write_oracle_demonstrations`: the oracle (`overture.tasks.oracle.solve_all`) on the train
   tasks; the episodes it solved, as SFT demonstrations in the `messages` JSONL format.
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -91,10 +93,24 @@ async def load_task_set(
     return read_tasks(folder / TASK_FILE), TaskSource(folder / TASK_FILE, cached=False)
 
 
+def spread_over_repos(tasks: list[Task], limit: int | None) -> list[Task]:
+    """At most `limit` of `tasks`, taken in turn from each repository (in the order each first
+    appears, each repository's tasks in their own order): a cap leaves every repository its share
+    rather than the first repositories of the file all of it. All of them, as they are, when they fit."""
+    if limit is None or len(tasks) <= limit:
+        return tasks
+    by_repo: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_repo.setdefault(task.repo, []).append(task)
+    rounds = itertools.zip_longest(*by_repo.values())
+    return [task for turn in rounds for task in turn if task is not None][:limit]
+
+
 def split_tasks(tasks: list[Task], config: RunConfig) -> tuple[list[Task], list[Task]]:
-    """(train, held out), capped at `tasks.train_size` and `tasks.eval_size`; an empty one is an error."""
-    train = [task for task in tasks if task.split == "train"][: config.tasks.train_size]
-    heldout = [task for task in tasks if task.split == "heldout"][: config.tasks.eval_size]
+    """(train, held out), capped at `tasks.train_size` and `tasks.eval_size` with
+    `spread_over_repos`; an empty one is an error."""
+    train = spread_over_repos([task for task in tasks if task.split == "train"], config.tasks.train_size)
+    heldout = spread_over_repos([task for task in tasks if task.split == "heldout"], config.tasks.eval_size)
     if not train:
         raise TaskError(f"tasks.source = {config.tasks.source!r}: no train tasks")
     if not heldout:
