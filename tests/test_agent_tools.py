@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from agent_helpers import call_text, in_sandbox, make_repo, one, run_calls
+from agent_helpers import CALC, call_text, in_sandbox, make_repo, one, run_calls
 
 from overture.agent import ToolSet
 from overture.agent.search import BaseIndex, base_index
@@ -166,6 +166,60 @@ def test_search_replace_unique_and_errors(repo):
         and "self.total" not in text
         and text.count("self.sum") == 4
     )
+
+
+def test_edit_lines_replaces_inserts_deletes_by_line_number_and_refuses_bad_ranges(repo):
+    async def body(box, context):
+        tools = ToolSet()
+        edit = "edit_lines"
+        turn = call_text(
+            # In call order on one file: fix line 11, insert a line before 10, delete add's
+            # docstring (line 5, above both).
+            (edit, {"file_path": "calc/core.py", "start_line": 11, "end_line": 11,
+                    "new_string": "    return sum(values) / len(values)"}),
+            (edit, {"file_path": "calc/core.py", "start_line": 10, "end_line": 9,
+                    "new_string": "    # values: a non-empty list\n"}),
+            (edit, {"file_path": "calc/core.py", "start_line": 5, "end_line": 5, "new_string": ""}),
+            (edit, {"file_path": "calc/core.py", "start_line": 5, "end_line": 3, "new_string": "x\n"}),
+            (edit, {"file_path": "calc/core.py", "start_line": 99, "end_line": 99, "new_string": "x\n"}),
+            (edit, {"file_path": "calc/core.py", "start_line": 1, "end_line": 1,
+                    "new_string": '"""Arithmetic helpers."""\n'}),
+            (edit, {"file_path": "calc/core.py", "start_line": 0, "end_line": 1, "new_string": ""}),
+        )  # fmt: skip
+        records = await tools.execute(tools.parse(turn), context)
+        return records, box.files.read_text("calc/core.py")
+
+    records, text = in_sandbox(repo, body)
+    fix, insert, delete, backwards, past_end, unchanged, zero = records
+    assert fix.ok and "replaced 1 line with 1" in fix.response
+    assert "11|    return sum(values) / len(values)" in fix.response
+    assert insert.ok and "replaced 0 lines with 1" in insert.response
+    assert delete.ok and "replaced 1 line with 0" in delete.response
+    assert backwards.error == "tool" and "end_line 3 is before start_line 5" in backwards.response
+    assert past_end.error == "tool" and "past the end of the file" in past_end.response
+    assert unchanged.error == "tool" and "nothing to change" in unchanged.response
+    assert zero.error == "arguments" and "start_line" in zero.response
+    expected = CALC.replace('    """Sum of two numbers."""\n', "").replace(
+        "    return sum(values) / (len(values) + 1)\n", "    return sum(values) / len(values)\n"
+    ).replace('    """Arithmetic mean', '    # values: a non-empty list\n    """Arithmetic mean')
+    assert text == expected
+
+
+def test_edit_lines_keeps_a_missing_final_newline_missing(repo):
+    (repo / "calc" / "tail.py").write_text("a = 1\nb = 2")
+
+    async def body(box, context):
+        tools = ToolSet()
+        turn = call_text(*[
+            ("edit_lines", {"file_path": "calc/tail.py", "start_line": n, "end_line": n, "new_string": text})
+            for n, text in [(2, "b = 3"), (1, "a = 0")]
+        ])  # fmt: skip
+        records = await tools.execute(tools.parse(turn), context)
+        return records, box.files.read_text("calc/tail.py")
+
+    records, text = in_sandbox(repo, body)
+    assert all(record.ok for record in records), [record.response for record in records]
+    assert text == "a = 0\nb = 3"
 
 
 def test_write_and_delete_file(repo):

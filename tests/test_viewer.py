@@ -178,3 +178,15 @@ def test_view_command_writes_the_page_and_names_a_bad_run_dir(viewer_run_dir, tm
     missing = CliRunner().invoke(app, ["view", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2
     assert "nowhere: no such run directory" in missing.output
+
+
+def test_edit_calls_become_diffs_when_no_workspace_diff_was_recorded():
+    from overture.viewer.edits import call_diff
+
+    by_text = {"name": "search_replace", "arguments": {"file_path": "a.py", "old_string": "x = 1",
+                                                       "new_string": "x = 2"}}  # fmt: skip
+    by_lines = {"name": "edit_lines", "arguments": {"file_path": "a.py", "start_line": 3, "end_line": 4,
+                                                    "new_string": "y = 1\n"}}  # fmt: skip
+    assert call_diff(by_text).splitlines()[-2:] == ["-x = 1", "+x = 2"]
+    assert call_diff(by_lines) == "--- a/a.py\n+++ b/a.py\n@@ -3,2 +3,1 @@\n+y = 1\n"
+    assert call_diff({**by_lines, "error": "tool"}) == ""  # a refused call changed nothing

@@ -4,9 +4,10 @@ trajectory holds one, else the agent's successful edit calls turned into per-cal
 Grading records the diff it graded under `reward_info["diff"]` (`overture.tasks.grading`;
 `metrics["diff"]` is read too), and that is shown as it is. Trajectories without one (episodes
 that failed or were aborted, runs from before grading kept it) fall back to their successful
-`search_replace`, `write_file` and `delete_file` calls, each a small diff of what it asked for:
-what the agent changed, though not necessarily the final state (a terminal command can change
-files too).
+`search_replace`, `edit_lines`, `write_file` and `delete_file` calls, each a small diff of what
+it asked for (an `edit_lines` call names the lines it replaced, not their text, so its diff shows
+the new lines under a hunk header giving the old range): what the agent changed, though not
+necessarily the final state (a terminal command can change files too).
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def call_diff(call: dict[str, Any]) -> str:
     if name == "search_replace":
         old, new = str(arguments.get("old_string", "")), str(arguments.get("new_string", ""))
         return _unified(f"a/{path}", f"b/{path}", old, new)
+    if name == "edit_lines":
+        start, end = arguments.get("start_line"), arguments.get("end_line")
+        if not isinstance(start, int) or not isinstance(end, int):
+            return ""
+        added = _lines(str(arguments.get("new_string", "")))
+        header = f"--- a/{path}\n+++ b/{path}\n@@ -{start},{end - start + 1} +{start},{len(added)} @@\n"
+        return header + "".join("+" + line for line in added)
     if name == "write_file":
         return _unified("/dev/null", f"b/{path}", "", str(arguments.get("contents", "")))
     if name == "delete_file":

@@ -1,4 +1,4 @@
-"""File tools: read_file, list_dir, glob_file_search, search_replace, write_file, delete_file.
+"""File tools: read_file, list_dir, glob_file_search, search_replace, edit_lines, write_file, delete_file.
 
 All of them go through the sandbox's confined file helpers (`Sandbox.files`), so no path can
 leave the workspace; the blocking file calls run in a worker thread so that the calls of one
@@ -141,6 +141,39 @@ async def search_replace(context: ToolContext, args: dict[str, Any]) -> str:
     return f"{path}: replaced {count} {noun}.\n{snippet}"
 
 
+def _replace_lines(text: str, start: int, end: int, new: str, path: str) -> str:
+    """`text` with its lines `start`..`end` (1-based, inclusive) replaced by the lines of `new`;
+    `end == start - 1` inserts before `start`. A missing final newline of `new` is added, except
+    where the replaced lines ended the file without one."""
+    lines = text.splitlines(keepends=True)
+    if end < start - 1:
+        raise ToolError(f"{path}: end_line {end} is before start_line {start}")
+    if start > len(lines) + 1:
+        raise ToolError(f"{path}: start_line {start} is past the end of the file ({len(lines)} lines)")
+    if end > len(lines):
+        raise ToolError(f"{path}: end_line {end} is past the end of the file ({len(lines)} lines)")
+    if new and not new.endswith("\n"):
+        new += "\n"
+    if new and end == len(lines) and lines and not lines[-1].endswith("\n"):
+        new = new[:-1]  # the file ended without a newline; so does the edited one
+    return "".join([*lines[: start - 1], new, *lines[end:]])
+
+
+async def edit_lines(context: ToolContext, args: dict[str, Any]) -> str:
+    path, start, end, new = args["file_path"], args["start_line"], args["end_line"], args["new_string"]
+    text = await read_text(context, path)
+    updated = _replace_lines(text, start, end, new, path)
+    if updated == text:
+        raise ToolError(f"{path}: lines {start}-{end} already hold new_string; nothing to change")
+    await _in_thread(path, context.sandbox.files.write_text, path, updated)
+    lines = updated.splitlines()
+    span = len(new.splitlines())
+    first, last = max(0, start - 3), min(len(lines), start - 1 + span + 2)
+    snippet = numbered(lines[first:last], first + 1, context.config.max_line_chars)
+    removed, added = end - start + 1, span
+    return f"{path}: replaced {removed} line{'s' * (removed != 1)} with {added}.\n{snippet}"
+
+
 async def write_file(context: ToolContext, args: dict[str, Any]) -> str:
     path, content = args["file_path"], args["contents"]
     existed = await _in_thread(path, context.sandbox.files.exists, path)
@@ -208,6 +241,22 @@ FILE_TOOLS = [
             replace_all=param("boolean", "replace every occurrence", default=False),
         ),
         search_replace,
+        kind="edit",
+        path_argument="file_path",
+    ),
+    Tool(
+        "edit_lines",
+        "Edit a file by line numbers, as read_file prints them: lines start_line to end_line "
+        "(inclusive) become new_string (no lines when it is empty; end_line = start_line - 1 "
+        "inserts before start_line). Shows the edited region.",
+        parameters(
+            ["file_path", "start_line", "end_line", "new_string"],
+            file_path=param("string", "file to edit"),
+            start_line=param("integer", "first line to replace, 1-based", minimum=1),
+            end_line=param("integer", "last line to replace, inclusive", minimum=0),
+            new_string=param("string", "the new text of those lines, indentation included"),
+        ),
+        edit_lines,
         kind="edit",
         path_argument="file_path",
     ),
