@@ -1,12 +1,14 @@
-"""Copying, the skill every edit needs: how exactly a checkpoint writes what `search_replace` copies.
+"""Copying, the skill every edit needs: how exactly a checkpoint writes the strings of its edits.
 
-An edit applies only when its `old_string` is a stretch of the file, character for character.
-This scores it teacher-forced, on data the checkpoint was not trained on: the demonstrations
-`overture sft` holds out (every k-th, its own split) and the edit drills cut from them
-(`overture.tasks.drills`: one synthesized bug in a listing, the `search_replace` that copies and
-fixes it). For each `search_replace` call it takes the tokens of `old_string` and `new_string`
-after their first three (by then the line is chosen; the rest is copying) and reports the
-argmax accuracy on them and the share of calls with every such token right. For the held-out
+A `search_replace` applies only when its `old_string` is a stretch of the file, character for
+character, and any edit is right only when its `new_string` is the line as it should be, mostly
+copied from the listing it read. This scores both teacher-forced, on data the checkpoint was not
+trained on: the demonstrations `overture sft` holds out (every k-th, its own split) and the edit
+drills cut from them (`overture.tasks.drills`: one synthesized bug in a listing, the edit that
+fixes it). For each edit call (`search_replace` or `edit_lines`) it takes the tokens of
+`old_string` (when the call has one) and `new_string` after their first three (by then the line
+is chosen; the rest is copying) and reports the argmax accuracy on them and the share of those
+strings with every such token right. For the held-out
 demonstrations' edit turns as a whole it adds the mean NLL and argmax accuracy. Prints one JSON
 object on its last line.
 
@@ -39,16 +41,17 @@ class Tally:
         self.calls = 0
         self.turn_tokens = self.turn_right = 0
         self.turn_nll = 0.0
-        self.copied = {"old_string": [0, 0, 0], "new_string": [0, 0, 0]}  # right, tokens, calls all right
+        # right tokens, tokens, strings all right, strings
+        self.copied = {"old_string": [0, 0, 0, 0], "new_string": [0, 0, 0, 0]}
 
     def report(self) -> dict[str, float | int]:
         out: dict[str, float | int] = {"edit_calls": self.calls}
         if self.turn_tokens:
             out["edit_turn_nll"] = round(self.turn_nll / self.turn_tokens, 3)
             out["edit_turn_token_accuracy"] = round(self.turn_right / self.turn_tokens, 3)
-        for key, (right, tokens, whole) in self.copied.items():
+        for key, (right, tokens, whole, strings) in self.copied.items():
             out[f"{key}_copy_accuracy"] = round(right / tokens, 3) if tokens else 0.0
-            out[f"{key}_copied_whole"] = round(whole / self.calls, 3) if self.calls else 0.0
+            out[f"{key}_copied_whole"] = round(whole / strings, 3) if strings else 0.0
         return out
 
 
@@ -81,10 +84,10 @@ def score(model, tokenizer: Tokenizer, record: dict, tally: Tally, whole_turns: 
             text = tokenizer.decode([conversation.token_ids[p] for p in body[: k + 1]])
             ends.append(len(text))
         spans = {key: string_spans(text, key) for key in tally.copied}
-        if not spans["old_string"]:
+        if not spans["new_string"]:  # every edit call has one
             continue
         right = [bool(predicted[p - 1] == conversation.token_ids[p]) for p in body]
-        tally.calls += len(spans["old_string"])
+        tally.calls += len(spans["new_string"])
         if whole_turns:
             targets = torch.tensor([conversation.token_ids[p] for p in body])
             nll = -logprobs[[p - 1 for p in body]].gather(-1, targets[:, None])
@@ -98,6 +101,7 @@ def score(model, tokenizer: Tokenizer, record: dict, tally: Tally, whole_turns: 
                 sums[0] += sum(right[k] for k in inside)
                 sums[1] += len(inside)
                 sums[2] += all(right[k] for k in inside)
+                sums[3] += 1
 
 
 def main() -> None:

@@ -173,11 +173,7 @@ def fix_demonstrations(count: int) -> list[dict]:
         listing = "\n".join(
             f"{n}|{line}" for n, line in enumerate(FUNCTION.replace("> 0", ">= 0").splitlines(), 1)
         )
-        fix = {
-            "file_path": path,
-            "old_string": "        if value >= 0:\n",
-            "new_string": "        if value > 0:\n",
-        }
+        fix = {"file_path": path, "start_line": 4, "end_line": 4, "new_string": "        if value > 0:\n"}
         records.append(
             {
                 "messages": [
@@ -192,9 +188,9 @@ def fix_demonstrations(count: int) -> list[dict]:
                     {
                         "role": "assistant",
                         "content": "Fixing it.",
-                        "tool_calls": [{"name": "search_replace", "arguments": fix}],
+                        "tool_calls": [{"name": "edit_lines", "arguments": fix}],
                     },
-                    {"role": "tool", "content": f"{path}: replaced 1 occurrence."},
+                    {"role": "tool", "content": f"{path}: replaced 1 line with 1."},
                     {"role": "assistant", "content": "Done."},
                 ]
             }

@@ -1,5 +1,5 @@
 """Edit drills: cut from an oracle demonstration's reads, one synthesized bug each, line numbers
-kept, `old_string` copied from the listing, the task's own bug never shown as correct code."""
+kept, the edit naming the listing's lines, the task's own bug never shown as correct code."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _read_and_fix(record):
     ]
     listing = messages[read_at + 1]["content"]  # the read is the turn's first call
     (fix,) = [
-        c["arguments"] for m in messages for c in m.get("tool_calls", []) if c["name"] == "search_replace"
+        c["arguments"] for m in messages for c in m.get("tool_calls", []) if c["name"] == "edit_lines"
     ]
     return messages[read_at]["tool_calls"][0]["arguments"], listing, fix
 
@@ -49,23 +49,29 @@ def test_drills_fix_one_synthesized_bug_in_the_demonstrations_listing(numbers_ta
     total = 0
     for record in records:
         arguments, listing, fix = _read_and_fix(record)
-        code = "".join(text + "\n" for _, text in _rows(listing))
-        assert fix["old_string"] in code  # the read shows the task's bug...
-        clean = code.replace(fix["old_string"], fix["new_string"])
+        rows = dict(_rows(listing))
+        fixed_lines = range(fix["start_line"], fix["end_line"] + 1)
+        assert all(n in rows for n in fixed_lines)  # the read shows the task's bug...
+        if len(fix["new_string"].splitlines()) != len(fixed_lines):
+            assert edit_drills(record) == []  # a fix that moves line numbers leaves no true listing
+            continue
+        clean = {**{n: text for n, text in rows.items() if n not in fixed_lines},
+                 **dict(zip(fixed_lines, fix["new_string"].splitlines(), strict=True))}  # fmt: skip
         drills = edit_drills(record)
         total += len(drills)
         for drill in drills:
             read, shown, edit = drill["messages"]
             assert read["tool_calls"][0]["arguments"] == arguments  # the demonstration's own call
-            rows = _rows(shown["content"])
-            assert [n for n, _ in rows] == [n for n, _ in _rows(listing)]  # line numbers stay true
+            shown_rows = dict(_rows(shown["content"]))
+            assert list(shown_rows) == list(rows)  # line numbers stay true
             assert shown["content"].splitlines()[-1] == listing.splitlines()[-1]  # and the footer
-            shown_code = "".join(text + "\n" for _, text in rows)
             call = edit["tool_calls"][0]
-            assert call["name"] == "search_replace" and call["arguments"]["file_path"] == arguments["path"]
-            old, new = call["arguments"]["old_string"], call["arguments"]["new_string"]
-            assert shown_code.count(old) == 1 and old != new
-            assert shown_code.replace(old, new) == clean  # ...a drill's fix restores the clean code
+            assert call["name"] == "edit_lines" and call["arguments"]["file_path"] == arguments["path"]
+            start, end = call["arguments"]["start_line"], call["arguments"]["end_line"]
+            new = call["arguments"]["new_string"].splitlines()
+            assert len(new) == end - start + 1 and new != [shown_rows[n] for n in range(start, end + 1)]
+            restored = {**shown_rows, **dict(zip(range(start, end + 1), new, strict=True))}
+            assert restored == clean  # ...a drill restores it
             conversation = render_demonstration(tokenizer, drill)
             assert conversation.assistant_turn_count == 2 and len(conversation) < 1024
     assert total >= 8  # a whole function gives several drills
@@ -93,7 +99,7 @@ def test_listings_that_are_not_whole_give_no_drills(numbers_tasks):
         "messages": [
             m
             for m in record["messages"]
-            if not any(c["name"] == "search_replace" for c in m.get("tool_calls", []))
+            if not any(c["name"] == "edit_lines" for c in m.get("tool_calls", []))
         ]
     }
     assert edit_drills(no_edit) == []

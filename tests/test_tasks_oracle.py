@@ -50,7 +50,7 @@ def test_oracle_solves_every_task_through_the_tools(numbers_task_set):
         # It reads the function from its `def` line, a number the grep of the first turn printed.
         printed = re.findall(r":(\d+):def ", trajectory.turns[0]["calls"][0]["response"])
         assert trajectory.turns[1]["calls"][0]["arguments"]["offset"] in {int(n) for n in printed}
-        assert "search_replace" in names[2]
+        assert "edit_lines" in names[2]
         assert names[-1] == ["finish"]
         assert trajectory.metrics["reads_before_first_edit"] >= 4
         assert trajectory.metrics["invalid_calls"] == 0
@@ -66,13 +66,19 @@ def test_oracle_demonstrations_render_to_the_episode_tokens(numbers_task_set):
     assert conversation.loss_mask == result.trajectory.loss_mask
 
 
-def test_edits_grow_until_the_old_text_is_unique():
-    before = "x = 1\ny = 2\nx = 1\nz = 3\n"
-    after = "x = 1\ny = 2\nx = 5\nz = 3\n"
-    (edit,) = file_edits("a.py", before, after)
-    assert before.count(edit.old) == 1
-    assert before.replace(edit.old, edit.new) == after
-    assert edit.old == "y = 2\nx = 1\nz = 3\n" and edit.line == 2  # one line of context each side
+def test_edits_name_the_changed_lines_and_apply_bottom_up():
+    before = "x = 1\ny = 2\nx = 1\nz = 3\nw = 4\n"
+    after = "a = 0\nx = 1\ny = 2\nx = 5\nz = 3\nz2 = 3\n"  # insert at 1, change 3 and 5
+    edits = file_edits("a.py", before, after)
+    assert [(edit.line, edit.end) for edit in edits] == [(1, 0), (3, 3), (5, 5)]
+    assert edits[1].old == "x = 1\n" and edits[1].new == "x = 5\n"  # the changed line alone
+    lines = before.splitlines(keepends=True)
+    for edit in sorted(edits, key=lambda edit: -edit.line):  # the oracle's call order
+        lines[edit.line - 1 : edit.end] = [edit.new]
+        assert edit.old == "".join(before.splitlines(keepends=True)[edit.line - 1 : edit.end])
+    assert "".join(lines) == after
+    (appended,) = file_edits("a.py", "a\nb\n", "a\nb\nc\n")  # an insertion takes the line before
+    assert (appended.line, appended.end, appended.old, appended.new) == (2, 2, "b\n", "b\nc\n")
 
 
 def test_an_edit_knows_the_function_it_is_in():

@@ -145,8 +145,8 @@ class LMWarmupConfig(Section):
         0,
         ge=0,
         description="also train on up to this many edit drills (overture.tasks.drills) per read "
-        "listing of each demonstration: one synthesized bug shown, the search_replace that copies "
-        "and fixes it; 0 = none",
+        "listing of each demonstration: one synthesized bug shown, the edit_lines that fixes it by "
+        "its line numbers; 0 = none",
     )
 
 

@@ -2,17 +2,19 @@
 
 Held-out loss says how likely a checkpoint finds demonstrations it did not train on; an agent's
 call works only when every character of its arguments is right (an `old_string` one character
-off is not found, an `offset` one digit off reads other lines). So for each call of each
-assistant turn the model is given the conversation up to each token (teacher forcing), and an
+off is not found, an `offset` or `start_line` one digit off reads or edits other lines). So for
+each call of each assistant turn the model is given the conversation up to each token (teacher
+forcing), and an
 argument counts as reproduced when the greedy choice is the demonstration's token at every
 position of its value (a string's quotes included: knowing where to stop is part of copying).
 A call counts as reproduced when every token of its JSON is. Per argument name (`path`,
-`offset`, `pattern`, `old_string`, ...) and for `tool` (the tool's name) and `call` (the whole
+`offset`, `pattern`, `start_line`, `new_string`, ...) and for `tool` (the tool's name) and `call` (the whole
 call), the result is the share reproduced and how many there were.
 
-An edit's two strings differ where the fix is. `old_string@change` and `new_string@change` score
-the one token of each that holds the first character where they differ: copying the bug exactly
-(a model that knows the code may write it as it should be, not as it is) and writing the fix.
+A `search_replace`'s two strings differ where the fix is. `old_string@change` and
+`new_string@change` score the one token of each that holds the first character where they
+differ: copying the bug exactly (a model that knows the code may write it as it should be, not
+as it is) and writing the fix.
 
 This tells which skill a model lacks long before it solves a task: a model that picks the right
 tool and path but never reproduces an `old_string` cannot copy from what it read.

@@ -1,23 +1,22 @@
 """Edit drills: short practice conversations cut from the reads of an oracle demonstration.
 
-An edit only applies when its `old_string` is copied exactly from the file, and a model trained
-from scratch sees one such copy per demonstration. A drill gives it many more, on the same code:
-it takes a `read_file` result of a demonstration, shows it with one synthesized bug in it (a
+An edit applies only when its line numbers and new text are right, and a model trained from
+scratch sees one such edit per demonstration. A drill gives it many more, on the same code: it
+takes a `read_file` result of a demonstration, shows it with one synthesized bug in it (a
 `Mutation` of the read lines, the same kinds the task suite is made of), and ends with the
-`search_replace` that puts the line back — the `old_string` copied from the listing above it,
-the `new_string` the line as it was. Three turns, a few hundred tokens:
+`edit_lines` that puts the lines back — their numbers read off the listing above it, the
+`new_string` the lines as they were. Three turns, a few hundred tokens:
 
     assistant: read_file(path, offset, limit)     (the demonstration's own call)
     tool:      the listing, with the bug in it
-    assistant: <the demonstration's edit-turn text> search_replace(path, old_string, new_string)
+    assistant: <the demonstration's edit-turn text> edit_lines(path, start_line, end_line, new_string)
 
 What a drill shows is the demonstration's listing with the demonstration's own fix applied first,
 so it never teaches the task's bug as correct code; drills come only from demonstrations of
 training tasks (the caller's choice), so no held-out function is shown. A listing is used only
 when it is whole: consecutive `N|text` lines (no line cut short, no middle cut by the response
 budget) that parse as Python once dedented. Mutations that change the number of lines are
-skipped, so the listing's line numbers stay true; so are those whose `old_string` would not be
-unique in the listing.
+skipped, so the listing's line numbers stay true, and so are listings whose own fix does.
 """
 
 from __future__ import annotations
@@ -39,25 +38,29 @@ _NUMBERED = re.compile(r"^\s*(\d+)\|(.*)$")
 _FOOTER = re.compile(r"^\[(lines \d+-\d+ of \d+;|end of file: lines)")
 
 
+EDIT_TOOL = "edit_lines"
+
+
 def edit_drills(record: dict[str, Any], per_read: int | None = None) -> list[dict[str, Any]]:
     """Drills (records in the demonstration `messages` format) from one demonstration record;
     at most `per_read` from each of its listings (all when None), in source order."""
-    edit_turns = [message for message in record["messages"] if _calls(message, "search_replace")]
+    edit_turns = [message for message in record["messages"] if _calls(message, EDIT_TOOL)]
     if not edit_turns:
         return []
     edit_text = edit_turns[0].get("content", "")
-    fixes = [call["arguments"] for message in edit_turns for call in _calls(message, "search_replace")]
+    fixes = [call["arguments"] for message in edit_turns for call in _calls(message, EDIT_TOOL)]
     drills = []
     for arguments, listing in _reads(record["messages"]):
         fixes_here = [fix for fix in fixes if fix["file_path"] == arguments.get("path")]
         if not fixes_here:
             continue
-        for shown, old, new in itertools.islice(_listing_drills(arguments, listing, fixes_here), per_read):
-            edit = {"file_path": arguments["path"], "old_string": old, "new_string": new}
+        drilled = _listing_drills(arguments, listing, fixes_here)
+        for shown, start, end, new in itertools.islice(drilled, per_read):
+            edit = {"file_path": arguments["path"], "start_line": start, "end_line": end, "new_string": new}
             messages = [
                 _call_turn("", "read_file", arguments),
                 {"role": "tool", "content": shown},
-                _call_turn(edit_text, "search_replace", edit),
+                _call_turn(edit_text, EDIT_TOOL, edit),
             ]
             name = f"{record.get('task_id', '')}#drill-{len(drills)}"
             drills.append({"task_id": name, "messages": messages})
@@ -91,19 +94,16 @@ def _reads(messages: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], str
 
 def _listing_drills(
     arguments: dict[str, Any], listing: str, fixes: list[dict[str, Any]]
-) -> Iterator[tuple[str, str, str]]:
-    """(listing with one bug, old_string, new_string) for each usable mutation of `listing`."""
+) -> Iterator[tuple[str, int, int, str]]:
+    """(listing with one bug, start_line, end_line, new_string) for each usable mutation of `listing`."""
     parsed = _parse_listing(listing)
     if parsed is None:
         return
     numbers, code, footer = parsed
+    code = _fixed(numbers[0], code, fixes)  # the listing as the code is meant to be
+    if code is None:
+        return
     source = "".join(line + "\n" for line in code)
-    for fix in fixes:  # the listing as the code is meant to be
-        old, new = fix["old_string"], fix["new_string"]
-        if old in source:
-            if old.count("\n") != new.count("\n"):
-                return
-            source = source.replace(old, new, 1)
     dedented = textwrap.dedent(source)
     indent = _common_indent(source, dedented)
     clean = _indented(dedented, indent)
@@ -121,12 +121,24 @@ def _listing_drills(
         if not changed:
             continue
         first, last = changed[0], changed[-1]
-        old = "".join(line + "\n" for line in buggy[first : last + 1])
         new = "".join(line + "\n" for line in clean[first : last + 1])
-        if "".join(line + "\n" for line in buggy).count(old) != 1:
-            continue
         shown = numbered(buggy, numbers[0], max_chars=max(map(len, buggy)))  # as read_file prints
-        yield "\n".join([shown, *footer]), old, new
+        yield "\n".join([shown, *footer]), numbers[0] + first, numbers[0] + last, new
+
+
+def _fixed(first: int, code: list[str], fixes: list[dict[str, Any]]) -> list[str] | None:
+    """The listed `code` (its first line numbered `first`) with the `edit_lines` fixes that fall in
+    it applied in call order; None when one overlaps its edge or changes its number of lines."""
+    code = list(code)
+    for fix in fixes:
+        start, end = fix["start_line"], fix["end_line"]
+        if end < first or start > first + len(code) - 1:
+            continue  # elsewhere in the file
+        new = fix["new_string"].splitlines()
+        if start < first or end > first + len(code) - 1 or len(new) != end - start + 1:
+            return None
+        code[start - first : end - first + 1] = new
+    return code
 
 
 def _parse_listing(listing: str) -> tuple[list[int], list[str], list[str]] | None:

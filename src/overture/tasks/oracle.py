@@ -2,15 +2,18 @@
 
 It works as a model would have to — search, read, edit, run the tests, finish — and uses the
 task's reference fix only to decide what to type: which file to open, which lines to read, and
-the `old_string`/`new_string` of its edits (the smallest stretch of the file around each change
-that occurs once in it, as a careful agent copies it). The turns are:
+its edits: `edit_lines` calls that give the changed lines by the numbers `read_file` printed and
+their new text. A line-anchored edit spares the model copying the buggy text exactly, which a
+small model does badly because it writes code as it should be rather than as it is (see
+docs/benchmarks.md); the edits of one file go bottom-up, so that each call's line numbers are
+those of the file as read. The turns are:
 
 1. `grep` for the definition of the function involved and `codebase_search` for the failing
    test's behaviour, in parallel;
 2. `read_file` of the whole function to change, from its `def` line (the line number the grep
    printed, which a model can copy; a few lines around the change outside any function), and
    `grep` the failing test with context, in parallel;
-3. one `search_replace` per change (`write_file`/`delete_file` for whole files);
+3. one `edit_lines` per change (`write_file`/`delete_file` for whole files);
 4. `run_terminal_cmd` on the files of the failing tests the statement lists;
 5. `finish`.
 
@@ -52,12 +55,14 @@ READ_MARGIN = 8
 
 @dataclass
 class Edit:
-    """One change the oracle types: replace `old` by `new` in `path` (whole-file when `old` is None)."""
+    """One change the oracle types: lines `line`..`end` of `path` (their text `old`) become `new`;
+    the whole file when `old` is None (`new` its contents, None to delete it)."""
 
     path: str
     old: str | None
     new: str | None
     line: int = 1
+    end: int = 0
     function: tuple[int, int] | None = None  # first and last line of the function the change is in
 
 
@@ -90,7 +95,8 @@ def plan_edits(task: Task, base: Path) -> list[Edit]:
 
 
 def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
-    """Edits for one file: each changed stretch widened until its old text is unique."""
+    """Edits for one file, top to bottom: each changed stretch of lines, by its line numbers in
+    `before`. Pure insertions take the line before them along (after line 0: an insertion at 1)."""
     if before is None or after is None:
         return [Edit(rel, None, after)]
     old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
@@ -99,14 +105,11 @@ def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        for widen in range(len(old_lines) + 1):
-            start, stop = max(0, i1 - widen), i2 + widen
-            old = "".join(old_lines[start:stop])
-            if old and before.count(old) == 1:
-                break
-        new = "".join([*old_lines[start:i1], *new_lines[j1:j2], *old_lines[i2:stop]])
+        start = i1 - 1 if tag == "insert" and i1 > 0 else i1
+        old = "".join(old_lines[start:i2])
+        new = "".join([*old_lines[start:i1], *new_lines[j1:j2]])
         changed = i1 + 1 if i2 > i1 else max(1, i1)  # an insertion: the line before it
-        edits.append(Edit(rel, old, new, start + 1, enclosing_function(before, changed)))
+        edits.append(Edit(rel, old, new, start + 1, i2, enclosing_function(before, changed)))
     return edits
 
 
@@ -160,7 +163,7 @@ def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
     ]
     reads = []
     if first.old is not None:
-        last = first.line + first.old.count("\n") - 1  # the edit's last line
+        last = max(first.end, first.line)  # the edit's last line (its line for an insertion at 1)
         if first.function is not None:
             # The whole function from its `def` line, the number the grep of turn 1 printed.
             offset = min(first.function[0], first.line)
@@ -176,7 +179,7 @@ def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
     turns.append(OracleTurn(f"Let me read `{first.path}` and the failing test.", reads))
     turns.append(OracleTurn(
         f"The code in `{first.path}` does not do what the test expects. Fixing it.",
-        [_edit_call(edit) for edit in edits],
+        [_edit_call(edit) for edit in sorted(edits, key=lambda edit: (edit.path, -edit.line))],
     ))  # fmt: skip
     # The files of the tests the statement lists: what a model can read off the report, and a
     # command short enough for any turn budget (twenty test ids did not fit in 512 tokens).
@@ -197,7 +200,8 @@ def _edit_call(edit: Edit) -> ToolCall:
     if edit.old is None:
         return ToolCall("write_file", {"file_path": edit.path, "contents": edit.new})
     return ToolCall(
-        "search_replace", {"file_path": edit.path, "old_string": edit.old, "new_string": edit.new}
+        "edit_lines",
+        {"file_path": edit.path, "start_line": edit.line, "end_line": edit.end, "new_string": edit.new},
     )
 
 

@@ -99,6 +99,20 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "edit_lines",
+        "description": "Replace lines start_line to end_line by new_string.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["file_path", "start_line", "end_line", "new_string"],
+        },
+    },
+    {
         "name": "run_terminal_cmd",
         "description": "Run a shell command in the workspace.",
         "parameters": {
@@ -139,8 +153,11 @@ def _conversation(rng: random.Random, sources: list[tuple[str, str]]) -> str:
     ]
     old = lines[start]
     new = old.replace(word, word.upper()) if word in old else old + "  # checked"
+    by_text = ToolCall("search_replace", {"file_path": path, "old_string": old, "new_string": new})
+    line = {"start_line": start + 1, "end_line": start + 1}
+    by_line = ToolCall("edit_lines", {"file_path": path, **line, "new_string": new + "\n"})
     second = [
-        ToolCall("search_replace", {"file_path": path, "old_string": old, "new_string": new}),
+        rng.choice([by_text, by_line]),
         ToolCall("run_terminal_cmd", {"command": "python -m pytest -q", "timeout": 120}),
     ]
     return "".join(
