@@ -47,7 +47,7 @@ def test_tools_run_prints_responses_and_timings_as_json(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert [c["name"] for c in data["calls"]] == ["read_file", "write_file", ""]
-    assert data["responses"][0].startswith("1|# calc") and data["invalid_calls"] == 1
+    assert data["responses"][0].startswith(" 1|# calc") and data["invalid_calls"] == 1
     assert data["responses"][2].startswith("Error: malformed tool call: invalid JSON")
     assert all(c["duration_s"] >= 0 for c in data["calls"]) and "+x" in data["diff"]
     assert not (repo / "x.txt").exists()  # the workspace is never modified

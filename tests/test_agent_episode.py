@@ -123,7 +123,7 @@ def test_long_tool_responses_are_cut_with_a_note(repo):
     trajectory, _ = run_episode(repo, policy, tool_response_tokens=100)
     call = trajectory.turns[0]["calls"][0]
     assert call["truncated"] and "tokens cut from the middle of this response" in call["response"]
-    assert call["response"].startswith("  1|line 1") and call["response"].endswith("offset=251]")
+    assert call["response"].startswith("   1|line 1") and call["response"].endswith("offset=251]")
     assert len(tokenizer().encode(call["response"])) <= 110
     assert trajectory.metrics["truncated_responses"] == 1
 

@@ -33,7 +33,7 @@ def test_mixed_tools_run_together(tmp_path):
     sleeper, read, grep = run_calls(repo, turn)
     # The read and the grep finished while the command was still sleeping.
     assert read.ended_s < sleeper.ended_s and grep.ended_s < sleeper.ended_s
-    assert read.response.startswith("1|") and "calc/core.py:" in grep.response
+    assert read.response.startswith(" 1|") and "calc/core.py:" in grep.response
 
 
 def test_calls_on_one_file_apply_in_call_order(tmp_path):
@@ -57,7 +57,7 @@ def test_calls_on_one_file_apply_in_call_order(tmp_path):
     records, text = in_sandbox(repo, body)
     assert all(r.ok for r in records), [r.response for r in records]
     assert text == "one two three\n"
-    assert records[3].response.startswith("1|one two\n")  # read after the edit before it, not after the next
+    assert records[3].response.startswith(" 1|one two\n")  # read after the edit before it, not after the next
     write, sleeper, first_edit, read, second_edit = records
     assert write.ended_s <= first_edit.started_s <= first_edit.ended_s <= read.started_s
     assert read.ended_s <= second_edit.started_s

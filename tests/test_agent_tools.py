@@ -13,6 +13,7 @@ from agent_helpers import CALC, call_text, in_sandbox, make_repo, one, run_calls
 from overture.agent import ToolSet
 from overture.agent.search import BaseIndex, base_index
 from overture.agent.search.vector_store import VectorStore
+from overture.text import Tokenizer
 
 
 @pytest.fixture
@@ -28,11 +29,29 @@ def test_read_file_numbers_lines_and_says_what_remains(repo):
     assert record.ok
     lines = record.response.splitlines()
     assert lines[:3] == [
-        " 9|def mean(values):",
-        '10|    """Arithmetic mean of a list of numbers."""',
-        "11|    return sum(values) / (len(values) + 1)",
+        "  9|def mean(values):",
+        ' 10|    """Arithmetic mean of a list of numbers."""',
+        " 11|    return sum(values) / (len(values) + 1)",
     ]
     assert lines[3] == "[lines 9-11 of 22; 11 more: call read_file with offset=12]"
+
+
+def test_line_numbers_are_printed_as_the_tokens_a_call_writes_them_with(repo):
+    # A byte-level BPE reads ` 11` as one token and `11` after a newline or a colon as another; a
+    # small model copies a number it can see far better than it translates one.
+    listing = one(repo, "read_file", path="calc/core.py", offset=9, limit=3).response
+    hit = one(repo, "grep", pattern="def mean", path="calc").response
+    lines = {"start_line": 11, "end_line": 11}
+    edit = call_text(("edit_lines", {"file_path": "calc/core.py", **lines, "new_string": "x"}))
+    read = call_text(("read_file", {"path": "calc/core.py", "offset": 9, "limit": 3}))
+    tokenizer = Tokenizer.train([listing, hit, edit, read] * 4, vocab_size=400, min_frequency=1)
+
+    def holds(text: str, part: str) -> bool:
+        ids, wanted = tokenizer.encode(text), tokenizer.encode(part)
+        return any(ids[i : i + len(wanted)] == wanted for i in range(len(ids)))
+
+    assert holds(listing, " 11|") and holds(edit, " 11,")  # line 11 of the listing; "start_line": 11,
+    assert holds(hit, " 9:") and holds(read, " 9,")  # the grep hit on line 9; "offset": 9,
 
 
 def test_read_file_caps_lines_per_call(repo):
@@ -94,14 +113,14 @@ def test_glob_file_search(repo):
 def test_grep_content_with_glob_and_context(repo):
     record = one(repo, "grep", pattern=r"def (add|mean)", glob="*.py")
     assert record.response.splitlines() == [
-        "calc/core.py:4:def add(a, b):",
-        "calc/core.py:9:def mean(values):",
+        "calc/core.py: 4: def add(a, b):",
+        "calc/core.py: 9: def mean(values):",
     ]
     context = one(repo, "grep", pattern="def mean", path="calc", context=1)
     assert context.response.splitlines() == [
-        "calc/core.py-8-",
-        "calc/core.py:9:def mean(values):",
-        'calc/core.py-10-    """Arithmetic mean of a list of numbers."""',
+        "calc/core.py- 8- ",
+        "calc/core.py: 9: def mean(values):",
+        'calc/core.py- 10-     """Arithmetic mean of a list of numbers."""',
     ]
 
 
@@ -114,9 +133,9 @@ def test_grep_modes_case_and_head_limit(repo):
     )
     capped = one(repo, "grep", pattern="line", path="notes.txt", head_limit=3)
     assert capped.response.splitlines()[:3] == [
-        "notes.txt:1:line 1",
-        "notes.txt:2:line 2",
-        "notes.txt:3:line 3",
+        "notes.txt: 1: line 1",
+        "notes.txt: 2: line 2",
+        "notes.txt: 3: line 3",
     ]
     assert capped.response.splitlines()[3].startswith("[597 more lines not shown")
 
@@ -387,7 +406,7 @@ def test_a_tool_crash_becomes_a_readable_error_and_siblings_still_answer(repo):
     )
     bad_glob, read, nan_timeout = run_calls(repo, turn)
     assert bad_glob.response.startswith("Error:") and bad_glob.error == "tool"
-    assert read.ok and read.response.startswith("1|")
+    assert read.ok and read.response.startswith(" 1|")
     assert nan_timeout.error == "arguments" and "timeout" in nan_timeout.response
 
 

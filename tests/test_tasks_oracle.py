@@ -48,7 +48,7 @@ def test_oracle_solves_every_task_through_the_tools(numbers_task_set):
         assert names[0] == ["grep", "codebase_search"]  # searches in parallel, then reads
         assert names[1][0] == "read_file"
         # It reads the function from its `def` line, a number the grep of the first turn printed.
-        printed = re.findall(r":(\d+):def ", trajectory.turns[0]["calls"][0]["response"])
+        printed = re.findall(r": (\d+): def ", trajectory.turns[0]["calls"][0]["response"])
         assert trajectory.turns[1]["calls"][0]["arguments"]["offset"] in {int(n) for n in printed}
         assert "edit_lines" in names[2]
         assert names[-1] == ["finish"]

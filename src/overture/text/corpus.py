@@ -175,11 +175,12 @@ def _conversation(rng: random.Random, sources: list[tuple[str, str]]) -> str:
 
 def _numbered(lines: list[str], start: int, limit: int) -> str:
     chosen = lines[start : start + limit]
-    body = "\n".join(f"{start + i + 1}|{line}" for i, line in enumerate(chosen))
+    width = len(str(start + len(chosen))) + 1  # as read_file prints them: ` N|text`
+    body = "\n".join(f"{start + i + 1:>{width}}|{line}" for i, line in enumerate(chosen))
     remaining = len(lines) - start - len(chosen)
     return body + (f"\n... {remaining} more lines" if remaining > 0 else "")
 
 
 def _grep_output(path: str, lines: list[str], word: str) -> str:
-    hits = [f"{path}:{n}:{line}" for n, line in enumerate(lines, 1) if word in line][:10]
+    hits = [f"{path}: {n}: {line}" for n, line in enumerate(lines, 1) if word in line][:10]  # as grep prints
     return "\n".join(hits) if hits else "No matches found."

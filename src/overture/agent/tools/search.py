@@ -12,6 +12,7 @@ from typing import Any
 
 from overture.agent.search import EpisodeSearch, Hit, base_index
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
+from overture.agent.tools.files import numbered
 from overture.sandbox import PathEscape
 from overture.sandbox.files import inside_workspace
 
@@ -32,10 +33,10 @@ def episode_search(context: ToolContext) -> EpisodeSearch:
     return context.search
 
 
-def format_hit(rank: int, hit: Hit) -> str:
+def format_hit(rank: int, hit: Hit, max_chars: int) -> str:
     chunk = hit.chunk
     lines = chunk.text.splitlines()
-    shown = [f"{n}|{line}" for n, line in enumerate(lines[:SNIPPET_LINES], chunk.start)]
+    shown = [numbered(lines[:SNIPPET_LINES], chunk.start, max_chars)]
     if len(lines) > SNIPPET_LINES:
         rest = len(lines) - SNIPPET_LINES
         shown.append(f"[... {rest} more lines: read_file {chunk.path} offset={chunk.start + SNIPPET_LINES}]")
@@ -58,7 +59,8 @@ async def codebase_search(context: ToolContext, args: dict[str, Any]) -> str:
     hits = await asyncio.to_thread(run)
     if not hits:
         return f"no code matches {query!r}" + (f" under {directory}" if directory != "." else "")
-    return "\n\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1))
+    max_chars = context.config.max_line_chars
+    return "\n\n".join(format_hit(rank, hit, max_chars) for rank, hit in enumerate(hits, 1))
 
 
 SEARCH_TOOLS = [

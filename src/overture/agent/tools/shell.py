@@ -36,7 +36,10 @@ def grep_argv(args: dict[str, Any]) -> list[str]:
     elif mode == "count":
         argv.append("--count")
     else:
+        # A space before each line number (`path: 9: text`) makes it the token a call writes
+        # (`"offset": 9`): a byte-level BPE reads ` 9` and `9` after a colon as different tokens.
         argv += ["--line-number", "--no-heading"]
+        argv += ["--field-match-separator=: ", "--field-context-separator=- "]
         if args.get("context"):
             argv += ["--context", str(args["context"])]
     if args["case_insensitive"]:
@@ -95,8 +98,8 @@ SHELL_TOOLS = [
     Tool(
         "grep",
         "Search file contents with a regular expression (ripgrep syntax; .gitignore'd and hidden "
-        "files are skipped). Modes: 'content' (matching lines as path:line:text), "
-        "'files_with_matches' (paths), 'count' (path:count).",
+        "files are skipped). Modes: 'content' (matching lines as 'path: line: text', context lines "
+        "as 'path- line- text'), 'files_with_matches' (paths), 'count' (path:count).",
         parameters(
             ["pattern"],
             pattern=param("string", "regular expression"),
