@@ -37,8 +37,7 @@ def test_read_file_numbers_lines_and_says_what_remains(repo):
 
 
 def test_line_numbers_are_printed_as_the_tokens_a_call_writes_them_with(repo):
-    # A byte-level BPE reads ` 11` as one token and `11` after a newline or a colon as another; a
-    # small model copies a number it can see far better than it translates one.
+    # A byte-level BPE reads ` 11` as one token and `11` after a newline or a colon as another.
     listing = one(repo, "read_file", path="calc/core.py", offset=9, limit=3).response
     hit = one(repo, "grep", pattern="def mean", path="calc").response
     lines = {"start_line": 11, "end_line": 11}

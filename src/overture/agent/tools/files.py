@@ -52,7 +52,8 @@ def numbered(lines: list[str], first: int, max_chars: int) -> str:
     """Lines as ` N|text`, N counted from `first` (1-based) and right-aligned behind at least one
     space. The space makes a line number the same token in a listing as in the JSON of a call
     that names it (`"start_line": 11`): a byte-level BPE reads ` 11` as one token and `11` at the
-    start of a line as another, and a model copies a token more easily than it translates one."""
+    start of a line as another, and the tiny model copies a number more often than it translates
+    one (docs/benchmarks.md, `edit_lines` in the main job)."""
     width = len(str(first + len(lines) - 1)) + 1
     return "\n".join(f"{n:>{width}}|{cut_line(line, max_chars)}" for n, line in enumerate(lines, first))
 
