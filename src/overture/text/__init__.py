@@ -19,6 +19,7 @@ from overture.text.chat import (
 )
 from overture.text.conversation import Conversation, ConversationError, Turn
 from overture.text.corpus import builtin_corpus_texts, train_default_tokenizer
+from overture.text.listing import numbered_lines
 from overture.text.markers import REQUIRED_TOKENS, SPECIAL_TOKENS
 from overture.text.tokenizer import Tokenizer, TokenizerError
 from overture.text.tool_calls import MalformedCall, ParsedTurn, ToolCall, parse_assistant
@@ -36,6 +37,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "builtin_corpus_texts",
+    "numbered_lines",
     "parse_assistant",
     "render_assistant",
     "render_assistant_header",

@@ -14,6 +14,7 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from overture.text.chat import render_assistant, render_system, render_tool_responses, render_user
+from overture.text.listing import numbered_lines
 from overture.text.tokenizer import Tokenizer
 from overture.text.tool_calls import ToolCall
 
@@ -175,8 +176,7 @@ def _conversation(rng: random.Random, sources: list[tuple[str, str]]) -> str:
 
 def _numbered(lines: list[str], start: int, limit: int) -> str:
     chosen = lines[start : start + limit]
-    width = len(str(start + len(chosen))) + 1  # as read_file prints them: ` N|text`
-    body = "\n".join(f"{start + i + 1:>{width}}|{line}" for i, line in enumerate(chosen))
+    body = numbered_lines(chosen, start + 1)
     remaining = len(lines) - start - len(chosen)
     return body + (f"\n... {remaining} more lines" if remaining > 0 else "")
 

@@ -14,6 +14,7 @@ from typing import Any
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
 from overture.sandbox import PathEscape
 from overture.sandbox.files import glob_to_regex, looks_binary
+from overture.text import numbered_lines
 
 
 def _file_error(path: str, exc: Exception) -> ToolError:
@@ -49,13 +50,8 @@ def cut_line(line: str, limit: int) -> str:
 
 
 def numbered(lines: list[str], first: int, max_chars: int) -> str:
-    """Lines as ` N|text`, N counted from `first` (1-based) and right-aligned behind at least one
-    space. The space makes a line number the same token in a listing as in the JSON of a call
-    that names it (`"start_line": 11`): a byte-level BPE reads ` 11` as one token and `11` at the
-    start of a line as another, and the tiny model copies a number more often than it translates
-    one (docs/benchmarks.md, `edit_lines` in the main job)."""
-    width = len(str(first + len(lines) - 1)) + 1
-    return "\n".join(f"{n:>{width}}|{cut_line(line, max_chars)}" for n, line in enumerate(lines, first))
+    """Lines as ` N|text` (`overture.text.numbered_lines`), each cut to `max_chars`."""
+    return numbered_lines([cut_line(line, max_chars) for line in lines], first)
 
 
 async def read_file(context: ToolContext, args: dict[str, Any]) -> str:
