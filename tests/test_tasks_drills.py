@@ -7,6 +7,7 @@ import asyncio
 import copy
 import re
 
+import pytest
 from tasks_helpers import config
 
 from overture.rl.demonstrations import render_demonstration
@@ -18,9 +19,9 @@ from overture.text import train_default_tokenizer
 ROW = re.compile(r"^\s*(\d+)\|(.*)$")
 
 
-def _demonstrations(tasks):
+def _demonstrations(tasks, oracle_edits: str = "lines"):
     async def main():
-        run = config()
+        run = config(oracle_edits=oracle_edits)
         async with SandboxPool(run.sandbox) as pool:
             return await solve_all(tasks, pool, train_default_tokenizer(), run, jobs=2)
 
@@ -43,14 +44,17 @@ def _read_and_fix(record):
     return messages[read_at]["tool_calls"][0]["arguments"], listing, fix
 
 
-def test_drills_fix_one_synthesized_bug_in_the_demonstrations_listing(numbers_tasks):
+@pytest.mark.parametrize("oracle_edits", ["lines", "functions"])
+def test_drills_fix_one_synthesized_bug_in_the_demonstrations_listing(numbers_tasks, oracle_edits):
     tokenizer = train_default_tokenizer()
-    records = _demonstrations(numbers_tasks[:4])
+    records = _demonstrations(numbers_tasks[:4], oracle_edits)
     total = 0
     for record in records:
         arguments, listing, fix = _read_and_fix(record)
         rows = dict(_rows(listing))
         fixed_lines = range(fix["start_line"], fix["end_line"] + 1)
+        whole = (fix["start_line"], fix["end_line"]) == (min(rows), max(rows))
+        assert whole == (oracle_edits == "functions")  # these tasks' functions fit in a turn
         assert all(n in rows for n in fixed_lines)  # the read shows the task's bug...
         if len(fix["new_string"].splitlines()) != len(fixed_lines):
             assert edit_drills(record) == []  # a fix that moves line numbers leaves no true listing
@@ -70,6 +74,10 @@ def test_drills_fix_one_synthesized_bug_in_the_demonstrations_listing(numbers_ta
             start, end = call["arguments"]["start_line"], call["arguments"]["end_line"]
             new = call["arguments"]["new_string"].splitlines()
             assert len(new) == end - start + 1 and new != [shown_rows[n] for n in range(start, end + 1)]
+            if whole:  # a demonstration that rewrote its listing gives drills that do too
+                assert (start, end) == (min(rows), max(rows))
+            else:
+                assert new[0] != shown_rows[start] and new[-1] != shown_rows[end]  # the changed lines
             restored = {**shown_rows, **dict(zip(range(start, end + 1), new, strict=True))}
             assert restored == clean  # ...a drill restores it
             conversation = render_demonstration(tokenizer, drill)

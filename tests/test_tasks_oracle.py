@@ -9,6 +9,7 @@ import re
 
 from tasks_helpers import config
 
+from overture.agent import ScriptedPolicy
 from overture.config import RunConfig
 from overture.rl.demonstrations import demonstration_problem, render_demonstration
 from overture.sandbox import SandboxPool
@@ -79,6 +80,79 @@ def test_edits_name_the_changed_lines_and_apply_bottom_up():
     assert "".join(lines) == after
     (appended,) = file_edits("a.py", "a\nb\n", "a\nb\nc\n")  # an insertion takes the line before
     assert (appended.line, appended.end, appended.old, appended.new) == (2, 2, "b\n", "b\nc\n")
+
+
+def test_whole_function_edits_write_out_the_function_as_fixed():
+    before = (
+        "import os\n"  # 1
+        "LIMIT = 3\n"  # 2
+        "\n"  # 3
+        "def f(x):\n"  # 4
+        "    y = x + 1\n"  # 5
+        "    z = y * 2\n"  # 6
+        "    return z\n"  # 7
+        "\n"  # 8
+        "def g():\n"  # 9
+        "    return 1\n"  # 10
+    )
+    after = (
+        "import os\n"
+        "LIMIT = 4\n"  # outside any function: stays an edit of its line
+        "\n"
+        "def f(x):\n"
+        "    y = x - 1\n"  # two changes in f, one adding a line: one edit of all of f
+        "    z = y * 2\n"
+        "    z += 1\n"
+        "    return z\n"
+        "\n"
+        "def g():\n"
+        "    return 1\n"
+    )
+    narrow = file_edits("a.py", before, after)
+    assert [(edit.line, edit.end) for edit in narrow] == [(2, 2), (5, 5), (6, 6)]
+    edits = file_edits("a.py", before, after, whole_functions=True)
+    assert [(edit.line, edit.end) for edit in edits] == [(2, 2), (4, 7)]
+    whole = edits[1]
+    assert whole.old == "".join(before.splitlines(keepends=True)[3:7])
+    assert whole.new == "".join(after.splitlines(keepends=True)[3:8])
+    lines = before.splitlines(keepends=True)
+    for edit in sorted(edits, key=lambda edit: -edit.line):
+        lines[edit.line - 1 : edit.end] = [edit.new]
+    assert "".join(lines) == after
+
+
+def test_the_oracle_rewrites_the_function_it_read_when_asked(numbers_task_set):
+    _, tasks = numbers_task_set
+    results = _solve(tasks, config(oracle_edits="functions"))
+    assert [r.why for r in results if not r.solved] == []
+    for result in results:
+        turns = result.trajectory.turns
+        (read,) = [call["arguments"] for call in turns[1]["calls"] if call["name"] == "read_file"]
+        (edit,) = [call["arguments"] for call in turns[2]["calls"]]
+        # The lines the read listed, all of them: numbers the read call and its footer hold.
+        assert (edit["start_line"], edit["end_line"]) == (read["offset"], read["offset"] + read["limit"] - 1)
+        assert edit["new_string"].startswith("def ")
+
+
+def test_a_function_too_long_for_a_turn_is_edited_on_its_changed_lines(numbers_task_set):
+    _, tasks = numbers_task_set
+    task = tasks[0]
+    tokenizer = train_default_tokenizer()
+
+    def longest_turn(whole_functions: bool) -> int:
+        turns = oracle_turns(task, plan_edits(task, starting_base(task), whole_functions))
+        policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])  # as the episode writes them
+        return max(len(policy.turn_tokens(k)) for k in range(len(turns)))
+
+    budget = longest_turn(False)  # the changed lines fit; the rewrite is cut before its call closes
+    assert longest_turn(True) > budget + 2
+    run = config(oracle_edits="functions")
+    run.agent = run.agent.model_copy(update={"max_new_tokens": budget})
+    (result,) = _solve([task], run)
+    assert result.solved
+    (edit,) = [call["arguments"] for call in result.trajectory.turns[2]["calls"]]
+    (narrow,) = plan_edits(task, starting_base(task))
+    assert (edit["start_line"], edit["end_line"]) == (narrow.line, narrow.end)
 
 
 def test_an_edit_knows_the_function_it_is_in():

@@ -344,6 +344,13 @@ class AgentConfig(Section):
         60.0, gt=0, description="run_terminal_cmd timeout when the call gives none (also its maximum x 10)"
     )
     search_backend: Literal["auto", "embedding", "bm25"] = Field(
+    oracle_edits: Literal["lines", "functions"] = Field(
+        "lines",
+        description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "
+        "only; 'functions' = edit_lines over the whole function the change is in (the lines its "
+        "read_file listed, from the def line), written out as fixed, where that fits in "
+        "agent.max_new_tokens (else on the changed lines)",
+    )
         "auto", description="codebase_search: 'auto' uses embeddings when installed, BM25 otherwise"
     )
     search_results: int = Field(5, gt=0, description="chunks one codebase_search returns")

@@ -11,6 +11,10 @@ takes a `read_file` result of a demonstration, shows it with one synthesized bug
     tool:      the listing, with the bug in it
     assistant: <the demonstration's edit-turn text> edit_lines(path, start_line, end_line, new_string)
 
+When the demonstration's edit rewrote all the lines its read listed (the oracle's
+`tasks.oracle_edits = "functions"`), each drill's edit does too: the listing's first and last
+line numbers and every line as it was.
+
 What a drill shows is the demonstration's listing with the demonstration's own fix applied first,
 so it never teaches the task's bug as correct code; drills come only from demonstrations of
 training tasks (the caller's choice), so no held-out function is shown. A listing is used only
@@ -100,6 +104,9 @@ def _listing_drills(
     if parsed is None:
         return
     numbers, code, footer = parsed
+    # A demonstration that rewrote the whole listing (`tasks.oracle_edits = "functions"`) gets
+    # drills that do the same; otherwise each drill edits the changed lines only.
+    whole = any((fix["start_line"], fix["end_line"]) == (numbers[0], numbers[-1]) for fix in fixes)
     code = _fixed(numbers[0], code, fixes)  # the listing as the code is meant to be
     if code is None:
         return
@@ -120,7 +127,7 @@ def _listing_drills(
         changed = [i for i, (a, b) in enumerate(zip(clean, buggy, strict=True)) if a != b]
         if not changed:
             continue
-        first, last = changed[0], changed[-1]
+        first, last = (0, len(clean) - 1) if whole else (changed[0], changed[-1])
         new = "".join(line + "\n" for line in clean[first : last + 1])
         shown = numbered(buggy, numbers[0], max_chars=max(map(len, buggy)))  # as read_file prints
         yield "\n".join([shown, *footer]), numbers[0] + first, numbers[0] + last, new

@@ -13,7 +13,11 @@ those of the file as read. The turns are:
 2. `read_file` of the whole function to change, from its `def` line (the line number the grep
    printed, which a model can copy; a few lines around the change outside any function), and
    `grep` the failing test with context, in parallel;
-3. one `edit_lines` per change (`write_file`/`delete_file` for whole files);
+3. one `edit_lines` per change (`write_file`/`delete_file` for whole files); with
+   `tasks.oracle_edits = "functions"`, one `edit_lines` over all the lines of the function it
+   read (the read's offset and its listing's last line: numbers on the screen) that writes the
+   function out as fixed, so that a model need not single out the changed line among those it
+   read (where that turn fits in the turn's token budget; the changed lines otherwise);
 4. `run_terminal_cmd` on the files of the failing tests the statement lists;
 5. `finish`.
 
@@ -76,8 +80,9 @@ class OracleTurn:
         return render(assistant_body_pieces(self.content, self.calls)[:-1])
 
 
-def plan_edits(task: Task, base: Path) -> list[Edit]:
-    """The edits that turn the starting workspace into the fixed one, from the reference patch."""
+def plan_edits(task: Task, base: Path, whole_functions: bool = False) -> list[Edit]:
+    """The edits that turn the starting workspace into the fixed one, from the reference patch;
+    with `whole_functions`, the changes inside one function as one edit of the whole function."""
     files = patched_files(task.patch)
     with tempfile.TemporaryDirectory(prefix="overture-oracle-") as scratch:
         fixed_root = Path(scratch)
@@ -90,13 +95,14 @@ def plan_edits(task: Task, base: Path) -> list[Edit]:
         for rel in sorted(files):
             before = (base / rel).read_text() if (base / rel).is_file() else None
             after = (fixed_root / rel).read_text() if (fixed_root / rel).is_file() else None
-            edits += file_edits(rel, before, after)
+            edits += file_edits(rel, before, after, whole_functions)
     return edits
 
 
-def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
+def file_edits(rel: str, before: str | None, after: str | None, whole_functions: bool = False) -> list[Edit]:
     """Edits for one file, top to bottom: each changed stretch of lines, by its line numbers in
-    `before`. Pure insertions take the line before them along (after line 0: an insertion at 1)."""
+    `before`. Pure insertions take the line before them along (after line 0: an insertion at 1).
+    With `whole_functions`, the stretches inside one function become one edit of all its lines."""
     if before is None or after is None:
         return [Edit(rel, None, after)]
     old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
@@ -110,7 +116,29 @@ def file_edits(rel: str, before: str | None, after: str | None) -> list[Edit]:
         new = "".join([*old_lines[start:i1], *new_lines[j1:j2]])
         changed = i1 + 1 if i2 > i1 else max(1, i1)  # an insertion: the line before it
         edits.append(Edit(rel, old, new, start + 1, i2, enclosing_function(before, changed)))
-    return edits
+    return _whole_functions(edits, old_lines) if whole_functions else edits
+
+
+def _whole_functions(edits: list[Edit], old_lines: list[str]) -> list[Edit]:
+    """`edits` (of one file, top to bottom) with those that lie inside one function merged into
+    an edit of the function's lines `def`..last, their new text the function as fixed."""
+    merged: list[Edit] = []
+    for edit in edits:
+        span = edit.function
+        if span is None or not span[0] <= edit.line <= edit.end <= span[1]:
+            merged.append(edit)
+            continue
+        if merged and merged[-1].function == span and (merged[-1].line, merged[-1].end) == span:
+            whole = merged.pop()
+            lines = whole.new.splitlines(keepends=True) if whole.new else []
+            shift = len(lines) - (span[1] - span[0] + 1)  # lines the earlier changes added
+        else:
+            lines, shift = old_lines[span[0] - 1 : span[1]], 0
+        first = edit.line - span[0] + shift
+        lines[first : first + edit.end - edit.line + 1] = (edit.new or "").splitlines(keepends=True)
+        old = "".join(old_lines[span[0] - 1 : span[1]])
+        merged.append(Edit(edit.path, old, "".join(lines), span[0], span[1], span))
+    return merged
 
 
 def enclosing_function(source: str, line: int) -> tuple[int, int] | None:
@@ -233,15 +261,29 @@ class OracleResult:
 async def solve_with_oracle(
     task: Task, pool: SandboxPool, tokenizer: Tokenizer, config: RunConfig, tools: ToolSet | None = None
 ) -> OracleResult:
-    """Run the oracle on one task; whether the graded result is resolved, and why not."""
+    """Run the oracle on one task; whether the graded result is resolved, and why not. With
+    `tasks.oracle_edits = "functions"`, a run whose rewrite of the function did not solve the
+    task (a turn cut off by `agent.max_new_tokens` or the context) is run again on the changed lines."""
     tools = tools or ToolSet()
+    whole = config.tasks.oracle_edits == "functions"
     try:
         base = await asyncio.to_thread(starting_base, task)
         edits = await asyncio.to_thread(plan_edits, task, base)
+        rewrites = await asyncio.to_thread(plan_edits, task, base, True) if whole else edits
     except (ValueError, OSError) as exc:
         return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
     if not edits:
         return OracleResult(task.instance_id, False, "the reference patch changes nothing")
+    result = await _run_oracle(task, rewrites, pool, tokenizer, config, tools)
+    if not result.solved and rewrites != edits:
+        result = await _run_oracle(task, edits, pool, tokenizer, config, tools)
+    return result
+
+
+async def _run_oracle(
+    task: Task, edits: list[Edit], pool: SandboxPool, tokenizer: Tokenizer, config: RunConfig, tools: ToolSet
+) -> OracleResult:
+    """One episode of the oracle's turns for `edits`, graded."""
     turns = oracle_turns(task, edits)
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
     trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
