@@ -35,6 +35,7 @@ from overture.rl.main_job import (
     heldout_repo_folders,
     lm_warmup_documents,
     lm_warmup_phase_config,
+    repo_code_documents,
     rl_mode,
     rl_phase_config,
     sft_phase_config,
@@ -42,7 +43,7 @@ from overture.rl.main_job import (
 )
 from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import read_metrics
-from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, read_tasks, write_tasks
+from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
 from overture.text import Tokenizer, builtin_corpus_texts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,6 +119,28 @@ def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every
     held = [i for i in range(len(encoded)) if i % 4 == 3]  # the 4th and 8th documents, and so on
     assert splits.val.tolist() == [t for i in held for t in [*encoded[i], end]]
     assert splits.train.tolist() == [t for i, ids in enumerate(encoded) if i not in held for t in [*ids, end]]
+
+
+def test_the_warmup_repeats_the_train_repositories_library_code_in_its_training_split_only():
+    tokenizer = Tokenizer.train(["def add(a, b):\n    return a + b\n"] * 4, vocab_size=300)
+    repeated = [[7, 8], [9]]
+    splits = corpus_tokens(tokenizer, ["def add(a, b):"], hold_out_every=1, train_only=repeated)
+    end = tokenizer.endoftext_id
+    assert splits.val.tolist() == [*tokenizer.encode("def add(a, b):"), end]
+    assert splits.train.tolist() == [7, 8, end, 9, end]
+
+    config = load_config(REPO / "configs" / "tiny.toml", ["lm_warmup.repo_code_repeats=2"])
+    documents = repo_code_documents(tokenizer, config)
+    library = [
+        tokenizer.encode(path.read_text())
+        for repo in bundled_repos()
+        if repo.name not in config.tasks.heldout_repos
+        for path in sorted(repo.rglob("*.py"))
+        if "tests" not in path.relative_to(repo).parts
+    ]
+    assert library and sorted(documents) == sorted(library * 2)  # no tests, no held-out repository
+    config.lm_warmup.repo_code_repeats = 0
+    assert repo_code_documents(tokenizer, config) == []
 
 
 def test_the_warmup_keeps_the_demonstrations_system_message_once():

@@ -214,7 +214,7 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
     # 3 drills from each of the 8 demonstrations trained on; the 2 held out give none
     assert len(drills) == 8 * 3 and all(sample.trained_tokens > 0 for sample in drills)
     whole = sft(config("whole"), echo=quiet)
-    assert whole["edit_drills"] == 24
+    assert whole["drills"] == 24
     part = sft(config("part"), until_step=5, echo=quiet)
     resumed = sft(config("part"), resume=True, echo=quiet)
     assert part["steps"] == 5 and resumed["steps"] == 8
@@ -228,4 +228,4 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
     without.sft.edit_drills = 0
     assert drill_samples(without, tokenizer, records) == []
     plain = sft(without, echo=quiet)  # the drills are in the batches: without them, other losses
-    assert plain["edit_drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-3)
+    assert plain["drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-3)

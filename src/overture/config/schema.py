@@ -148,6 +148,19 @@ class LMWarmupConfig(Section):
         "listing of each demonstration: one synthesized bug shown, the edit_lines that fixes it by "
         "its line numbers; 0 = none",
     )
+    search_drills: int = Field(
+        0,
+        ge=0,
+        description="also train on this many search drills (overture.tasks.search_drills) per "
+        "demonstration: its opening with the function renamed; 0 = none",
+    )
+    repo_code_repeats: int = Field(
+        0,
+        ge=0,
+        description="extra copies of the library source (tests excluded) of the bundled repositories "
+        "that are not tasks.heldout_repos, in the warm-up's training split: code the model should know "
+        "by heart to see where a listing of it differs; 0 = only the copy the corpus has",
+    )
 
 
 class RLConfig(Section):
@@ -211,7 +224,15 @@ class SFTConfig(Section):
         description="edit drills (overture.tasks.drills) cut per read listing of each training "
         "demonstration, trained alongside them; 0 = none",
     )
-    drills_per_batch: int = Field(16, gt=0, description="edit drills added to each batch of demonstrations")
+    search_drills: int = Field(
+        0,
+        ge=0,
+        description="search drills (overture.tasks.search_drills) per training demonstration: its "
+        "opening with the function renamed, so that the name is copied from the report; 0 = none",
+    )
+    drills_per_batch: int = Field(
+        16, gt=0, description="drills (edit and search) added to each batch of demonstrations"
+    )
 
 
 class EngineConfig(Section):
@@ -323,6 +344,13 @@ class TasksConfig(Section):
     max_candidates: int = Field(
         0, ge=0, description="synthesis: candidate mutations to try at most; 0 = as many as it takes"
     )
+    oracle_edits: Literal["lines", "functions"] = Field(
+        "lines",
+        description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "
+        "only; 'functions' = edit_lines over the whole function the change is in (the lines its "
+        "read_file listed, from the def line), written out as fixed, where that fits in "
+        "agent.max_new_tokens (else on the changed lines)",
+    )
 
 
 class AgentConfig(Section):
@@ -344,13 +372,6 @@ class AgentConfig(Section):
         60.0, gt=0, description="run_terminal_cmd timeout when the call gives none (also its maximum x 10)"
     )
     search_backend: Literal["auto", "embedding", "bm25"] = Field(
-    oracle_edits: Literal["lines", "functions"] = Field(
-        "lines",
-        description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "
-        "only; 'functions' = edit_lines over the whole function the change is in (the lines its "
-        "read_file listed, from the def line), written out as fixed, where that fits in "
-        "agent.max_new_tokens (else on the changed lines)",
-    )
         "auto", description="codebase_search: 'auto' uses embeddings when installed, BM25 otherwise"
     )
     search_results: int = Field(5, gt=0, description="chunks one codebase_search returns")

@@ -13,8 +13,11 @@ Phases, each calling the component that owns it:
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
    seen most; their shared system message once, `lm_warmup_documents`) and, with
-   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`), in the
-   sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
+   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`) and with
+   `lm_warmup.search_drills` on their openings with the function renamed
+   (`overture.tasks.search_drills`), and with `lm_warmup.repo_code_repeats` on more copies of the
+   train repositories' library code (`repo_code_documents`: code to know by heart, so that the
+   fixed function can be written out), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
    on the demonstrations' assistant turns, from the warm-up's checkpoint when there is one,
    until the held-out loss stops improving (its own early stopping), in the sub-run `RUN/sft/`;
    RL starts from its best weights, and how exactly they reproduce the held-out demonstrations'
@@ -87,8 +90,10 @@ from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import REPOS_FOLDER, Task
 from overture.tasks.drills import edit_drills
+from overture.tasks.search_drills import search_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
+from overture.text.corpus import package_sources
 from overture.text.tokenizer import TOKENIZER_FILE
 
 STATE_FILE = "job_state.json"
@@ -161,6 +166,21 @@ def lm_warmup_documents(
     in all it would be almost a third of the warm-up's data, learned after a few), then the drills."""
     kept = demonstrations[:1] + [without_system(record) for record in demonstrations[1:]]
     return [render_demonstration(tokenizer, record).token_ids for record in [*kept, *drills]]
+
+
+def repo_code_documents(tokenizer: Tokenizer, config: RunConfig) -> list[list[int]]:
+    """Token ids of the bundled repositories' library source (their tests and the held-out
+    repositories left out), file by file, `lm_warmup.repo_code_repeats` times over."""
+    unseen = tuple(folder + "/" for folder in heldout_repo_folders(config))
+    library = [
+        text
+        for path, text in package_sources()
+        if path.startswith(f"{REPOS_FOLDER}/")
+        and not path.startswith(unseen)
+        and path.split("/")[3] != "tests"
+    ]
+    encoded = [tokenizer.encode(text) for text in library]
+    return [ids for _ in range(config.lm_warmup.repo_code_repeats) for ids in encoded]
 
 
 def heldout_repo_folders(config: RunConfig) -> list[str]:
@@ -362,14 +382,27 @@ class MainJob:
         records, _ = self._sft_split(demos)
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
-        self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
-        documents = lm_warmup_documents(tokenizer, records, drills)
+        searches = search_drills(records, self.config.lm_warmup.search_drills, self.config.seed)
+        self.display.echo(
+            f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills, "
+            f"{len(searches)} search drills"
+        )
+        documents = lm_warmup_documents(tokenizer, records, [*drills, *searches])
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
         unseen = heldout_repo_folders(self.config)
+        repo_code = repo_code_documents(tokenizer, self.config)
+        if repo_code:
+            repeats = self.config.lm_warmup.repo_code_repeats
+            self.display.echo(f"warm-up: the repositories' library code {repeats} more times")
         summary = pretrain(
-            config, overwrite=True, echo=self.display.echo, documents=documents, corpus_exclude=unseen
+            config,
+            overwrite=True,
+            echo=self.display.echo,
+            documents=documents,
+            corpus_exclude=unseen,
+            train_documents=repo_code,
         )
-        summary["edit_drills"] = len(drills)
+        summary["edit_drills"], summary["search_drills"] = len(drills), len(searches)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
         self._timed("lm_warmup", began)

@@ -62,15 +62,19 @@ def corpus_tokens(
     texts: list[str],
     hold_out_every: int = 10,
     documents: Sequence[Sequence[int]] = (),
+    train_only: Sequence[Sequence[int]] = (),
 ) -> TokenSplits:
     """Encode `texts`, then append `documents` (already token ids), into two streams; every
     `hold_out_every`-th document is held out, so the held-out split mixes source files and
-    conversations as the training split does."""
+    conversations as the training split does. `train_only` (token ids) go to the training split
+    after them, none held out."""
     encoded = [tokenizer.encode(text) for text in texts] + [list(ids) for ids in documents]
     splits: tuple[list[int], list[int]] = ([], [])
     for i, ids in enumerate(encoded):
         held_out = i % hold_out_every == hold_out_every - 1
         splits[held_out].extend([*ids, tokenizer.endoftext_id])
+    for ids in train_only:
+        splits[0].extend([*ids, tokenizer.endoftext_id])
     return TokenSplits(train=torch.tensor(splits[0]), val=torch.tensor(splits[1]))
 
 
@@ -121,10 +125,12 @@ def pretrain(
     echo: Callable[[str], None] = print,
     documents: Sequence[Sequence[int]] = (),
     corpus_exclude: Sequence[str] = (),
+    train_documents: Sequence[Sequence[int]] = (),
 ) -> dict:
     """Train the policy as a language model on the shipped corpus (less the package folders in
     `corpus_exclude`) and `documents` (token ids: the main job's demonstrations, every token of
-    them); returns a summary dict (rank 0's when `parallel.nproc` > 1)."""
+    them), and `train_documents` in the training split only (token ids: extra copies of code to
+    learn by heart); returns a summary dict (rank 0's when `parallel.nproc` > 1)."""
     prepared = False
     if launches_processes(config.parallel):
         check_sharded_training(config)
@@ -135,7 +141,7 @@ def pretrain(
             )
         prepare_run_dir(config, overwrite, resume=False)
         overwrite, prepared = False, True
-    args = (config, overwrite, prepared, documents, corpus_exclude)
+    args = (config, overwrite, prepared, documents, corpus_exclude, train_documents)
     return run_parallel(pretrain_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
 
 
@@ -164,6 +170,7 @@ def pretrain_rank(
     prepared: bool,
     documents: Sequence[Sequence[int]] = (),
     corpus_exclude: Sequence[str] = (),
+    train_documents: Sequence[Sequence[int]] = (),
     echo: Callable[[str], None] = print,
 ) -> dict | None:
     """`pretrain` on this process: the whole run, or this rank's part of a job (`prepared`: the
@@ -179,7 +186,8 @@ def pretrain_rank(
     started = time.time()
 
     tokenizer = load_tokenizer(config)
-    data = corpus_tokens(tokenizer, builtin_corpus_texts(corpus_exclude), documents=documents)
+    texts = builtin_corpus_texts(corpus_exclude)
+    data = corpus_tokens(tokenizer, texts, documents=documents, train_only=train_documents)
     model = build_model(config, tokenizer, device)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(

@@ -4,9 +4,10 @@ The loss is next-token cross-entropy on the policy's tokens only (loss mask 1: t
 bodies), token-mean over each batch. A share of the demonstrations is held out; its loss is
 measured every `sft.eval_every` steps, the best weights so far are kept in
 `checkpoints/best/`, and training stops early after `sft.patience` evaluations without an
-improvement of at least `sft.min_delta`. With `sft.edit_drills`, every batch also holds
-`sft.drills_per_batch` edit drills (`overture.tasks.drills`) cut from the demonstrations
-trained on, in an order of their own. Training checkpoints (`checkpoints.py`) hold both data
+improvement of at least `sft.min_delta`. With `sft.edit_drills` or `sft.search_drills`, every
+batch also holds `sft.drills_per_batch` drills (`overture.tasks.drills`,
+`overture.tasks.search_drills`) cut from the demonstrations trained on, in an order of their
+own. Training checkpoints (`checkpoints.py`) hold both data
 positions and the early-stopping state, so `--resume` continues exactly where a run stopped.
 
 With `parallel.nproc` > 1 the same function runs on every rank of a `run_parallel` job (local
@@ -36,6 +37,7 @@ from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer, check_sharded_training
 from overture.tasks.drills import edit_drills
+from overture.tasks.search_drills import search_drills
 from overture.text import Tokenizer
 
 
@@ -117,13 +119,14 @@ def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[
 
 
 def drill_samples(config: RunConfig, tokenizer: Tokenizer, records: list[dict]) -> list[TrainingSample]:
-    """`sft.edit_drills` edit drills per read listing of each of `records` SFT trains on (none of
-    those it holds out)."""
-    if not config.sft.edit_drills:
+    """`sft.edit_drills` edit drills per read listing and `sft.search_drills` search drills per
+    demonstration, of the `records` SFT trains on (none of those it holds out)."""
+    if not config.sft.edit_drills and not config.sft.search_drills:
         return []
     train, _ = split_held_out(records, config.sft.val_fraction)
     drills = [drill for record in train for drill in edit_drills(record, config.sft.edit_drills)]
-    return demonstration_samples(tokenizer, drills, config.training.seq_len, "edit drills")
+    drills += search_drills(train, config.sft.search_drills, config.seed)
+    return demonstration_samples(tokenizer, drills, config.training.seq_len, "drills")
 
 
 def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path, lead: bool = True) -> None:
@@ -208,7 +211,7 @@ def sft_rank(
         log(0, val_loss=initial_val)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
-        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, {len(drills)} edit drills, "
+        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, {len(drills)} drills, "
         f"held-out loss {initial_val:.3f} at start, {where}"
     )
 
@@ -254,7 +257,7 @@ def sft_rank(
         "initial_val_loss": initial_val,
         "best_val_loss": stopping.best if stopping.best_step else None,
         "best_step": stopping.best_step,
-        "edit_drills": len(drills),
+        "drills": len(drills),
         "seconds": round(time.time() - started, 1),
     }
     echo(f"held-out loss {initial_val:.3f} -> best {stopping.best:.3f} at step {stopping.best_step}")
