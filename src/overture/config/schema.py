@@ -348,8 +348,8 @@ class TasksConfig(Section):
         "lines",
         description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "
         "only; 'functions' = edit_lines over the whole function the change is in (the lines its "
-        "read_file listed, from the def line), written out as fixed, where that fits in "
-        "agent.max_new_tokens (else on the changed lines)",
+        "read_file listed, from the def line), written out as fixed; a run whose rewrite does not "
+        "solve the task (a turn cut off) is run again on the changed lines",
     )
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import difflib
+import itertools
 import keyword
 import re
 import shlex
@@ -123,22 +124,22 @@ def _whole_functions(edits: list[Edit], old_lines: list[str]) -> list[Edit]:
     """`edits` (of one file, top to bottom) with those that lie inside one function merged into
     an edit of the function's lines `def`..last, their new text the function as fixed."""
     merged: list[Edit] = []
-    for edit in edits:
-        span = edit.function
-        if span is None or not span[0] <= edit.line <= edit.end <= span[1]:
-            merged.append(edit)
+    for span, group in itertools.groupby(edits, key=_span_inside):
+        if span is None:
+            merged += group
             continue
-        if merged and merged[-1].function == span and (merged[-1].line, merged[-1].end) == span:
-            whole = merged.pop()
-            lines = whole.new.splitlines(keepends=True) if whole.new else []
-            shift = len(lines) - (span[1] - span[0] + 1)  # lines the earlier changes added
-        else:
-            lines, shift = old_lines[span[0] - 1 : span[1]], 0
-        first = edit.line - span[0] + shift
-        lines[first : first + edit.end - edit.line + 1] = (edit.new or "").splitlines(keepends=True)
+        lines = old_lines[span[0] - 1 : span[1]]
+        for edit in reversed(list(group)):  # bottom-up: the lines above keep their numbers
+            lines[edit.line - span[0] : edit.end - span[0] + 1] = (edit.new or "").splitlines(keepends=True)
         old = "".join(old_lines[span[0] - 1 : span[1]])
         merged.append(Edit(edit.path, old, "".join(lines), span[0], span[1], span))
     return merged
+
+
+def _span_inside(edit: Edit) -> tuple[int, int] | None:
+    """The function `edit` lies wholly inside, if any."""
+    span = edit.function
+    return span if span is not None and span[0] <= edit.line <= edit.end <= span[1] else None
 
 
 def enclosing_function(source: str, line: int) -> tuple[int, int] | None:
