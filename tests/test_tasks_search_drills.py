@@ -114,3 +114,10 @@ def test_records_without_a_definition_grep_and_a_read_give_no_drills():
     }
     assert search_drills([no_read, other], per_record=2) == []  # and one record alone has no other name
     assert search_drills([record, other], per_record=0) == []
+
+
+def test_a_name_renamed_to_one_that_contains_it_is_renamed_once():
+    records = [_demonstration("render", "pkg/view.py", 5), _demonstration("render_month", "pkg/cal.py", 9)]
+    (drill, _) = search_drills(records, per_record=1)
+    statement = drill["messages"][0]["content"]
+    assert "test_render_month_rounds_down" in statement and "render month_month" not in statement

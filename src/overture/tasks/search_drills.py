@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["search_drills"]
@@ -43,7 +44,8 @@ def search_drills(records: list[dict[str, Any]], per_record: int, seed: int = 0)
         others = [other for other in names if other != name]
         for k, other in enumerate(rng.sample(others, min(per_record, len(others)))):
             line = rng.randint(*LINE_RANGE)
-            drilled = [_renamed(message, name, other) for message in messages]
+            rename = _renamer(name, other)
+            drilled = [_renamed(message, rename) for message in messages]
             _renumber(drilled, read, other, line)
             drills.append({"task_id": f"{record.get('task_id', '')}#search-{k}", "messages": drilled})
     return drills
@@ -64,20 +66,21 @@ def _opening(record: dict[str, Any]) -> tuple[list[dict[str, Any]], str, dict[st
     return messages[: assistants[1] + 1], names[0], reads[0]
 
 
-def _rename(text: str, name: str, other: str) -> str:
-    spaced = re.escape(name.replace("_", " "))
-    text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", other, text)
-    return re.sub(rf"(?<![A-Za-z0-9]){spaced}(?![A-Za-z0-9])", other.replace("_", " "), text)
+def _renamer(name: str, other: str) -> Callable[[str], str]:
+    """NAME -> OTHER as a whole name, and `NAME with spaces` (a search query) -> `OTHER with spaces`."""
+    pairs = {name.replace("_", " "): other.replace("_", " "), name: other}  # a name without `_`: once
+    whole = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(old)}(?![A-Za-z0-9])" for old in pairs))
+    return lambda text: whole.sub(lambda match: pairs[match.group(0)], text)
 
 
-def _renamed(value: Any, name: str, other: str) -> Any:
+def _renamed(value: Any, rename: Callable[[str], str]) -> Any:
     """`value` (a message, or any part of one) with every string in it renamed."""
     if isinstance(value, str):
-        return _rename(value, name, other)
+        return rename(value)
     if isinstance(value, dict):
-        return {key: _renamed(item, name, other) for key, item in value.items()}
+        return {key: _renamed(item, rename) for key, item in value.items()}
     if isinstance(value, list):
-        return [_renamed(item, name, other) for item in value]
+        return [_renamed(item, rename) for item in value]
     return value
 
 
