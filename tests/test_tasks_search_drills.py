@@ -1,12 +1,12 @@
-"""Search drills: a demonstration's opening with its function renamed everywhere and its line
-number moved, so that a model must copy both from the screen."""
+"""Search drills: a demonstration's opening with its function renamed everywhere to a made-up name
+and its line number moved, so that a model must copy both from the screen."""
 
 from __future__ import annotations
 
 import json
 
 from overture.rl.demonstrations import render_demonstration
-from overture.tasks.search_drills import search_drills
+from overture.tasks.search_drills import _renamer, search_drills
 from overture.text import train_default_tokenizer
 
 
@@ -64,17 +64,21 @@ def _demonstration(name: str, path: str, line: int) -> dict:
 def test_a_search_drill_renames_the_function_and_moves_its_line():
     records = [
         _demonstration("floor_div", "pkg/arith.py", 12),
-        _demonstration("mean", "pkg/stats.py", 40),
-        _demonstration("clamp", "pkg/arith.py", 20),
+        _demonstration("mean_value", "pkg/stats.py", 40),
+        _demonstration("clamp_range", "pkg/arith.py", 20),
         _demonstration("slugify", "pkg/slugify.py", 3),  # the file is named after it: no drills
+        _demonstration("__init__", "pkg/model.py", 7),  # a special method: no drills
     ]
     drills = search_drills(records, per_record=3, seed=1)
     assert search_drills(records, per_record=3, seed=1) == drills  # deterministic
+    assert search_drills(records, per_record=3, seed=2) != drills
     by_task = {}
     for drill in drills:
         by_task.setdefault(drill["task_id"].split("#")[0], []).append(drill)
-    assert sorted(by_task) == ["task-clamp", "task-floor_div", "task-mean"]
-    assert len(by_task["task-floor_div"]) == 2  # as many as there are other names to use
+    assert sorted(by_task) == ["task-clamp_range", "task-floor_div", "task-mean_value"]
+    assert len(by_task["task-floor_div"]) == 3
+    words = {"floor", "div", "mean", "value", "clamp", "range", "slugify"}
+    made_up = set()
 
     for drill in by_task["task-floor_div"]:
         messages = drill["messages"]
@@ -83,7 +87,9 @@ def test_a_search_drill_renames_the_function_and_moves_its_line():
         assert "floor_div" not in text and "floor div" not in text
         (grep, search) = messages[1]["tool_calls"]
         other = grep["arguments"]["pattern"].removeprefix("def ").removesuffix("\\b")
-        assert other in {"mean", "clamp"}
+        assert other not in {"floor_div", "mean_value", "clamp_range", "slugify"}  # no known name
+        assert 2 <= len(other.split("_")) <= 3 and set(other.split("_")) <= words
+        made_up.add(other)
         assert f"test_{other}_rounds_down" in messages[0]["content"]  # test names renamed
         assert "test_floor_div2_keeps_sign" in messages[0]["content"]  # `NAME2` is another name
         assert f"in {other}\n" in messages[0]["content"] and f"assert {other}(7, 2)" in messages[0]["content"]
@@ -94,6 +100,7 @@ def test_a_search_drill_renames_the_function_and_moves_its_line():
         grep_output = messages[2]["content"].splitlines()
         assert grep_output[0] == f"pkg/arith.py: {line}: def {other}(a, b):"  # the number the read copies
         assert grep_output[1] == f"other.py: 12: def {other}(x):"  # another file's line stays
+    assert len(made_up) == 3  # a record's drills use different names
     renumbered = {drill["messages"][4]["tool_calls"][0]["arguments"]["offset"] for drill in drills}
     assert renumbered - {12, 20, 40}  # lines are moved (a drawn number may equal the old one)
     tokenizer = train_default_tokenizer()
@@ -104,7 +111,7 @@ def test_a_search_drill_renames_the_function_and_moves_its_line():
 
 def test_records_without_a_definition_grep_and_a_read_give_no_drills():
     record = _demonstration("floor_div", "pkg/arith.py", 12)
-    other = _demonstration("mean", "pkg/stats.py", 40)
+    other = _demonstration("mean_value", "pkg/stats.py", 40)
     no_read = {
         "messages": [
             m
@@ -112,12 +119,23 @@ def test_records_without_a_definition_grep_and_a_read_give_no_drills():
             if not m.get("tool_calls") or m["tool_calls"][0]["name"] != "read_file"
         ]
     }
-    assert search_drills([no_read, other], per_record=2) == []  # and one record alone has no other name
+    # words of the names with an opening only: `value_mean` is the one name left to make up
+    assert [drill["task_id"] for drill in search_drills([no_read, other], per_record=2)] == [
+        "task-mean_value#search-0"
+    ]
     assert search_drills([record, other], per_record=0) == []
 
 
+def test_a_made_up_name_is_no_name_of_the_opening():
+    record = _demonstration("floor_div", "pkg/arith.py", 12)
+    drills = search_drills([record], per_record=1)
+    assert drills[0]["messages"][1]["tool_calls"][0]["arguments"]["pattern"] == "def div_floor\\b"
+    record["messages"][1]["content"] += "\nAlso failing: `tests/test_core.py::test_div_floor_keeps_sign`."
+    assert search_drills([record], per_record=1) == []  # `div_floor` is a name there already
+
+
 def test_a_name_renamed_to_one_that_contains_it_is_renamed_once():
-    records = [_demonstration("render", "pkg/view.py", 5), _demonstration("render_month", "pkg/cal.py", 9)]
-    (drill, _) = search_drills(records, per_record=1)
-    statement = drill["messages"][0]["content"]
-    assert "test_render_month_rounds_down" in statement and "render month_month" not in statement
+    rename = _renamer("render", "render_month")
+    assert rename("test_render_rounds_down: render(x); render month") == (
+        "test_render_month_rounds_down: render_month(x); render_month month"
+    )

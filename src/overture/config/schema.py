@@ -152,7 +152,7 @@ class LMWarmupConfig(Section):
         0,
         ge=0,
         description="also train on this many search drills (overture.tasks.search_drills) per "
-        "demonstration: its opening with the function renamed; 0 = none",
+        "demonstration: its opening with the function renamed to a made-up name; 0 = none",
     )
     repo_code_repeats: int = Field(
         0,
@@ -228,7 +228,8 @@ class SFTConfig(Section):
         0,
         ge=0,
         description="search drills (overture.tasks.search_drills) per training demonstration: its "
-        "opening with the function renamed, so that the name is copied from the report; 0 = none",
+        "opening with the function renamed to a made-up name, which can only be copied from the "
+        "report; 0 = none",
     )
     drills_per_batch: int = Field(
         16, gt=0, description="drills (edit and search) added to each batch of demonstrations"
