@@ -32,24 +32,36 @@ def test_pass_at_k_refuses_impossible_counts():
         pass_at_k(2, 3, 1)
 
 
-def _trajectory(task_id: str, resolved: bool, turns: int) -> Trajectory:
+def _trajectory(task_id: str, resolved: bool, turns: int, records: list | None = None) -> Trajectory:
     return Trajectory(
         [1, 2], [0, 1], [0.0, -1.0], [-1, 0], task_id=task_id,
         reward_info={"resolution": "resolved" if resolved else "none"},
-        metrics={"turns": turns, "edited": resolved, "edits_applied": int(resolved)},
+        metrics={"turns": turns, "edited": resolved, "edits_applied": int(resolved)}, turns=records or [],
     )  # fmt: skip
 
 
+FIX = "--- a/r.py\n+++ b/r.py\n@@ -3 +3 @@\n-x = 1\n+x = 2\n"
+READ_THE_FIX = {
+    "calls": [{"name": "read_file", "arguments": {"path": "r.py"}, "response": " 3|x = 1", "error": None}]
+}
+
+
 def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
-    tasks = [Task("a", "r", "p", ["t::x"]), Task("b", "r", "p", ["t::x"]), Task("c", "q", "p", ["t::x"])]
-    episodes = [_trajectory("a", True, 2), _trajectory("a", False, 4), _trajectory("b", False, 6),
-                _trajectory("b", False, 8), _trajectory("c", True, 5), _trajectory("c", True, 5)]  # fmt: skip
+    tasks = [
+        Task("a", "r", "p", ["t::x"], patch=FIX),
+        Task("b", "r", "p", ["t::x"]),
+        Task("c", "q", "p", ["t::x"]),
+    ]
+    episodes = [_trajectory("a", True, 2, [READ_THE_FIX]), _trajectory("a", False, 4),
+                _trajectory("b", False, 6), _trajectory("b", False, 8),
+                _trajectory("c", True, 5), _trajectory("c", True, 5)]  # fmt: skip
     report = summarize(tasks, episodes, samples=2, ks=[1, 2])
     assert report.pass_at == {1: pytest.approx(0.5), 2: pytest.approx(2 / 3)}
     assert report.pass1_by_repo == {"q": 1.0, "r": 0.25}
     assert report.resolved == {"a": 1, "b": 0, "c": 2}
     assert report.metrics["turns"] == 5.0
     assert report.metrics["edited"] == 0.5 and report.metrics["edits_applied"] == 0.5
+    assert report.metrics["read_fix_lines"] == pytest.approx(1 / 6) and report.metrics["edited_fix_file"] == 0
     assert report.statuses == {"finished": 6}
 
 

@@ -19,6 +19,7 @@ from overture.agent import Policy, ToolSet, Trajectory
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, run_task_episode
+from overture.tasks.localization import LOCALIZATION_METRICS, localization
 from overture.tasks.parallel import map_bounded
 from overture.text import Tokenizer
 
@@ -58,12 +59,16 @@ MEAN_METRICS = (
     "turns", "tool_calls_per_turn", "parallel_turn_share", "reads_before_first_edit", "edited",
     "edit_calls", "edits_applied", "invalid_call_rate",
 )  # fmt: skip
+# Then the shares of episodes that read the lines the reference fix changes and that edited its
+# files (`overture.tasks.localization`): where an agent that does not solve a task stops.
+EVAL_METRICS = (*MEAN_METRICS, *LOCALIZATION_METRICS)
 
 
 def summarize(
     tasks: Sequence[Task], trajectories: Sequence[Trajectory], samples: int, ks: Sequence[int]
 ) -> EvalReport:
-    """pass@k and mean behaviour metrics of `samples` trajectories per task (in task order)."""
+    """pass@k and mean behaviour and localization metrics (`EVAL_METRICS`) of `samples`
+    trajectories per task (in task order)."""
     resolved = {task.instance_id: 0 for task in tasks}
     statuses: dict[str, int] = {}
     for trajectory in trajectories:
@@ -71,6 +76,9 @@ def summarize(
         statuses[trajectory.status] = statuses.get(trajectory.status, 0) + 1
     pass_at = {k: _mean([pass_at_k(samples, count, k) for count in resolved.values()]) for k in ks}
     metrics = {name: _mean([float(t.metrics.get(name, 0.0)) for t in trajectories]) for name in MEAN_METRICS}
+    patches = {task.instance_id: task.patch for task in tasks}
+    located = [localization(patches[t.task_id], t.turns) for t in trajectories]
+    metrics.update({name: _mean([float(each[name]) for each in located]) for name in LOCALIZATION_METRICS})
     by_repo: dict[str, list[float]] = {}
     for task in tasks:
         by_repo.setdefault(task.repo, []).append(pass_at_k(samples, resolved[task.instance_id], 1))

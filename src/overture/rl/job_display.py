@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from overture.agent import Trajectory
-from overture.rl.evaluation import MEAN_METRICS
+from overture.rl.evaluation import EVAL_METRICS
 from overture.rl.orchestrator import StepReport
 
 
@@ -88,7 +88,7 @@ class JobDisplay:
         table.add_column("change", justify="right")
         rows = [(key, before["pass_at"][key], after["pass_at"][key]) for key in before["pass_at"]]
         # .get: a run resumed from an older version recorded fewer metrics before RL.
-        rows += [(name, before["metrics"].get(name, 0.0), after["metrics"][name]) for name in MEAN_METRICS]
+        rows += [(name, before["metrics"].get(name, 0.0), after["metrics"][name]) for name in EVAL_METRICS]
         for name, old, new in rows:
             table.add_row(name, f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
         self.console.print(table)

@@ -35,10 +35,10 @@ import libcst as cst
 
 from overture.agent.tools.files import numbered
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
+from overture.text import NUMBERED_LINE
 
 __all__ = ["edit_drills"]
 
-_NUMBERED = re.compile(r"^\s*(\d+)\|(.*)$")
 _FOOTER = re.compile(r"^\[(lines \d+-\d+ of \d+;|end of file: lines)")
 
 
@@ -155,7 +155,7 @@ def _parse_listing(listing: str) -> tuple[list[int], list[str], list[str]] | Non
     body = lines[: len(lines) - len(footer)]
     numbers, code = [], []
     for line in body:
-        match = _NUMBERED.match(line)
+        match = NUMBERED_LINE.match(line)
         if match is None or "… [" in line:  # a cut, or a line shortened by the tool
             return None
         numbers.append(int(match.group(1)))

@@ -19,12 +19,13 @@ from overture.text.chat import (
 )
 from overture.text.conversation import Conversation, ConversationError, Turn
 from overture.text.corpus import builtin_corpus_texts, train_default_tokenizer
-from overture.text.listing import numbered_lines
+from overture.text.listing import NUMBERED_LINE, numbered_lines
 from overture.text.markers import REQUIRED_TOKENS, SPECIAL_TOKENS
 from overture.text.tokenizer import Tokenizer, TokenizerError
 from overture.text.tool_calls import MalformedCall, ParsedTurn, ToolCall, parse_assistant
 
 __all__ = [
+    "NUMBERED_LINE",
     "REQUIRED_TOKENS",
     "SPECIAL_TOKENS",
     "Conversation",

@@ -9,7 +9,11 @@ conversations print listings through this one function, so the two cannot drift 
 
 from __future__ import annotations
 
-__all__ = ["numbered_lines"]
+import re
+
+__all__ = ["NUMBERED_LINE", "numbered_lines"]
+
+NUMBERED_LINE = re.compile(r"^\s*(\d+)\|(.*)$")  # one line of a listing: its number, its text
 
 
 def numbered_lines(lines: list[str], first: int) -> str:
