@@ -95,6 +95,11 @@ class TokenizerConfig(Section):
         None, description="directory holding tokenizer.json; unset = train the built-in BPE"
     )
     vocab_size: int = Field(4096, gt=256, description="size of the BPE trained when path is unset")
+    identifiers: bool = Field(
+        False,
+        description="the BPE trained when path is unset pre-tokenizes Python names whole, so that "
+        "`add_days` can be one token; false = GPT-2's split, which cuts names at every `_`",
+    )
 
 
 class TrainingConfig(Section):

@@ -23,7 +23,7 @@ def load_tokenizer(config: RunConfig) -> Tokenizer:
         return Tokenizer.from_dir(config.tokenizer.path)
     if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
         return Tokenizer.from_dir(config.model.path)
-    return train_default_tokenizer(config.tokenizer.vocab_size)
+    return train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.identifiers)
 
 
 def build_model(config: RunConfig, tokenizer: Tokenizer, device: torch.device) -> Transformer:

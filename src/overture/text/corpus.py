@@ -31,9 +31,10 @@ def builtin_corpus_texts(exclude: Sequence[str] = ()) -> list[str]:
     return [text for _, text in sources] + sample_conversations(sources)
 
 
-def train_default_tokenizer(vocab_size: int = 4096) -> Tokenizer:
-    """Train the project's tiny byte-level BPE on `builtin_corpus_texts()`."""
-    return Tokenizer.train(builtin_corpus_texts(), vocab_size=vocab_size)
+def train_default_tokenizer(vocab_size: int = 4096, identifiers: bool = False) -> Tokenizer:
+    """Train the project's tiny byte-level BPE on `builtin_corpus_texts()` (`identifiers`: see
+    `Tokenizer.train`)."""
+    return Tokenizer.train(builtin_corpus_texts(), vocab_size=vocab_size, identifiers=identifiers)
 
 
 def package_sources(package: str = "overture") -> list[tuple[str, str]]:

@@ -170,6 +170,6 @@ def find_tokenizer(path: Path, config: RunConfig | None, problems: list[str]) ->
             except TokenizerError as exc:
                 problems.append(f"tokenizer: {exc}")
     if config is not None and not config.tokenizer.path:
-        return train_default_tokenizer(config.tokenizer.vocab_size)
+        return train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.identifiers)
     problems.append("tokenizer: none found; turns are shown as their recorded text")
     return None
