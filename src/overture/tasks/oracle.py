@@ -96,8 +96,21 @@ def plan_edits(task: Task, base: Path, whole_functions: bool = False) -> list[Ed
         for rel in sorted(files):
             before = (base / rel).read_text() if (base / rel).is_file() else None
             after = (fixed_root / rel).read_text() if (fixed_root / rel).is_file() else None
-            edits += file_edits(rel, before, after, whole_functions)
-    return edits
+            edits += file_edits(rel, before, after)
+    return whole_function_edits(edits, base) if whole_functions else edits
+
+
+def whole_function_edits(edits: list[Edit], base: Path) -> list[Edit]:
+    """`plan_edits`' edits of the workspace at `base` with the changes inside one function merged
+    into one edit of the whole function (`file_edits` with `whole_functions`), file by file."""
+    merged: list[Edit] = []
+    for rel, group in itertools.groupby(edits, key=lambda edit: edit.path):
+        in_file = list(group)
+        if in_file[0].old is None:  # the whole file is written or deleted
+            merged += in_file
+        else:
+            merged += _whole_functions(in_file, (base / rel).read_text().splitlines(keepends=True))
+    return merged
 
 
 def file_edits(rel: str, before: str | None, after: str | None, whole_functions: bool = False) -> list[Edit]:
@@ -270,7 +283,7 @@ async def solve_with_oracle(
     try:
         base = await asyncio.to_thread(starting_base, task)
         edits = await asyncio.to_thread(plan_edits, task, base)
-        rewrites = await asyncio.to_thread(plan_edits, task, base, True) if whole else edits
+        rewrites = await asyncio.to_thread(whole_function_edits, edits, base) if whole else edits
     except (ValueError, OSError) as exc:
         return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
     if not edits:
