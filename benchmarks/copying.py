@@ -9,8 +9,11 @@ fixes it). For each edit call (`search_replace` or `edit_lines`) it takes the to
 `old_string` (when the call has one) and `new_string` after their first three (by then the line
 is chosen; the rest is copying) and reports the argmax accuracy on them and the share of those
 strings with every such token right. For the held-out
-demonstrations' edit turns as a whole it adds the mean NLL and argmax accuracy. Prints one JSON
-object on its last line.
+demonstrations' edit turns as a whole it adds the mean NLL and argmax accuracy.
+
+Under both lies copying as such (`overture.rl.copying`): random spans of the held-out
+statements' tokens, each shown twice, scored on the second showing (`repeated_spans`).
+Prints one JSON object on its last line.
 
     .venv/bin/python benchmarks/copying.py CHECKPOINT DEMONSTRATIONS.jsonl [--val-fraction 0.1]
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 import torch
 
 from overture.model import load_pretrained
+from overture.rl.copying import repeated_span_accuracy, statement_tokens
 from overture.rl.demonstrations import read_demonstrations, render_demonstration
 from overture.rl.sft import split_held_out
 from overture.tasks.drills import edit_drills
@@ -124,6 +128,7 @@ def main() -> None:
         "held_out_demonstrations": len(held_out),
         "demonstrations": demonstrations.report(),
         "drills": drills.report(),
+        "repeated_spans": repeated_span_accuracy(model, statement_tokens(tokenizer, held_out)),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
     }))  # fmt: skip
 

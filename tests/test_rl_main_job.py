@@ -300,6 +300,9 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     calls = sft["call_accuracy"]["call"]
     assert calls["count"] > 0 and 0.0 <= calls["exact"] <= 1.0
     assert sft["call_accuracy"]["tool"]["count"] == calls["count"]
+    # ... and whether it and the warm-up's weights copy repeated spans (scores, not a level).
+    for copying in (sft["copying"], summary["lm_warmup"]["copying"]):
+        assert copying["spans"] > 0 and 0.0 <= copying["second_showing"] <= 1.0
     # Both evaluations on the same held-out tasks.
     for when in ("eval_before", "eval_after"):
         assert summary[when]["tasks"] == 2 and 0.0 <= summary[when]["pass_at"]["pass@1"] <= 1.0

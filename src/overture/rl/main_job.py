@@ -21,7 +21,9 @@ Phases, each calling the component that owns it:
    on the demonstrations' assistant turns, from the warm-up's checkpoint when there is one,
    until the held-out loss stops improving (its own early stopping), in the sub-run `RUN/sft/`;
    RL starts from its best weights, and how exactly they reproduce the held-out demonstrations'
-   tool calls is measured (`call_accuracy`: which arguments the model can write at all);
+   tool calls is measured (`call_accuracy`: which arguments the model can write at all), and
+   for it and the warm-up's checkpoint whether they copy at all (`copying`: random spans shown
+   twice, `overture.rl.copying`);
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
    `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
    `training.checkpoint_every` steps (and after the last), then the same evaluation again with
@@ -69,6 +71,7 @@ from overture.model import load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from overture.rl.copying import repeated_span_accuracy, statement_tokens
 from overture.rl.demonstrations import read_demonstrations, render_demonstration, without_system
 from overture.rl.evaluation import evaluate
 from overture.rl.job_display import JobDisplay
@@ -355,6 +358,7 @@ class MainJob:
         summary.update(counts)
         best = Path(summary["best"] or summary["final"])
         summary["call_accuracy"] = self._call_accuracy(demos, best, tokenizer)
+        summary["copying"] = self._copying(demos, best, tokenizer)
         self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
         self._timed("sft", began)
         return self.state.record("sft", summary)
@@ -372,6 +376,18 @@ class MainJob:
         shares = ", ".join(f"{name} {value['exact']:.2f}" for name, value in accuracy.items())
         self.display.echo(f"held-out calls reproduced exactly (teacher-forced): {shares}")
         return accuracy
+
+    def _copying(self, demos: Path, weights: Path, tokenizer: Tokenizer) -> dict[str, Any]:
+        """Whether the checkpoint copies at all (`overture.rl.copying`): spans of the held-out
+        demonstrations' statement tokens, shown twice."""
+        _, held_out = self._sft_split(demos)
+        model = load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
+        copying = repeated_span_accuracy(model, statement_tokens(tokenizer, held_out), seed=self.config.seed)
+        self.display.echo(
+            f"repeated spans copied (greedy): first showing {copying['first_showing']:.3f}, "
+            f"second {copying['second_showing']:.3f}"
+        )
+        return copying
 
     def _lm_warmup(self, demos: Path, tokenizer: Tokenizer) -> dict[str, Any]:
         """Next-token training on the shipped corpus, on every token of the demonstrations SFT
@@ -403,6 +419,7 @@ class MainJob:
             train_documents=repo_code,
         )
         summary["edit_drills"], summary["search_drills"] = len(drills), len(searches)
+        summary["copying"] = self._copying(demos, Path(summary["checkpoint"]), tokenizer)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
         self._timed("lm_warmup", began)
@@ -584,7 +601,7 @@ class MainJob:
             "tasks": tasks,
             "lm_warmup": {
                 key: (self.state.get("lm_warmup") or {}).get(key)
-                for key in ("steps", "edit_drills", "initial_val_loss", "final_val_loss")
+                for key in ("steps", "edit_drills", "initial_val_loss", "final_val_loss", "copying")
             },
             "sft": {
                 key: sft_summary.get(key)
@@ -598,6 +615,7 @@ class MainJob:
                     "demonstrations",
                     "oracle_failed",
                     "call_accuracy",
+                    "copying",
                 )
             },
             "eval_before": {k: v for k, v in before.items() if k not in drop},
