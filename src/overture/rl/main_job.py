@@ -67,7 +67,7 @@ import torch
 
 from overture.config import ConfigError, RunConfig
 from overture.engine import Engine
-from overture.model import load_pretrained
+from overture.model import Transformer, load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -357,8 +357,10 @@ class MainJob:
         summary = sft(sft_config, resume=self.resume, echo=self.display.echo)
         summary.update(counts)
         best = Path(summary["best"] or summary["final"])
-        summary["call_accuracy"] = self._call_accuracy(demos, best, tokenizer)
-        summary["copying"] = self._copying(demos, best, tokenizer)
+        _, held_out = self._sft_split(demos)
+        model = self._load(best)
+        summary["call_accuracy"] = self._call_accuracy(model, tokenizer, held_out)
+        summary["copying"] = self._copying(model, tokenizer, held_out)
         self.run_dir.log(0, phase="sft", **{k: v for k, v in summary.items() if not isinstance(v, str)})
         self._timed("sft", began)
         return self.state.record("sft", summary)
@@ -367,21 +369,25 @@ class MainJob:
         """The demonstration records SFT trains on and those it holds out, split as SFT splits them."""
         return split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)
 
-    def _call_accuracy(self, demos: Path, weights: Path, tokenizer: Tokenizer) -> dict[str, Any]:
+    def _load(self, weights: Path) -> Transformer:
+        """A checkpoint's weights, in the run's training dtype, to measure on the CPU."""
+        return load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
+
+    def _call_accuracy(
+        self, model: Transformer, tokenizer: Tokenizer, held_out: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """How exactly the SFT checkpoint reproduces the calls of the demonstrations SFT held out
         (teacher-forced, greedy): which arguments it can write before any task is solved."""
-        _, held_out = self._sft_split(demos)
-        model = load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
         accuracy = call_argument_accuracy(model, tokenizer, held_out)
         shares = ", ".join(f"{name} {value['exact']:.2f}" for name, value in accuracy.items())
         self.display.echo(f"held-out calls reproduced exactly (teacher-forced): {shares}")
         return accuracy
 
-    def _copying(self, demos: Path, weights: Path, tokenizer: Tokenizer) -> dict[str, Any]:
-        """Whether the checkpoint copies at all (`overture.rl.copying`): spans of the held-out
+    def _copying(
+        self, model: Transformer, tokenizer: Tokenizer, held_out: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Whether a checkpoint copies at all (`overture.rl.copying`): spans of the held-out
         demonstrations' statement tokens, shown twice."""
-        _, held_out = self._sft_split(demos)
-        model = load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
         copying = repeated_span_accuracy(model, statement_tokens(tokenizer, held_out), seed=self.config.seed)
         self.display.echo(
             f"repeated spans copied (greedy): first showing {copying['first_showing']:.3f}, "
@@ -395,7 +401,7 @@ class MainJob:
         an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
-        records, _ = self._sft_split(demos)
+        records, held_out = self._sft_split(demos)
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         searches = search_drills(records, self.config.lm_warmup.search_drills, self.config.seed)
@@ -419,7 +425,7 @@ class MainJob:
             train_documents=repo_code,
         )
         summary["edit_drills"], summary["search_drills"] = len(drills), len(searches)
-        summary["copying"] = self._copying(demos, Path(summary["checkpoint"]), tokenizer)
+        summary["copying"] = self._copying(self._load(Path(summary["checkpoint"])), tokenizer, held_out)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})
         self._timed("lm_warmup", began)
