@@ -227,5 +227,8 @@ def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_th
     without = config("without")
     without.sft.edit_drills = 0
     assert drill_samples(without, tokenizer, records) == []
-    plain = sft(without, echo=quiet)  # the drills are in the batches: without them, other losses
-    assert plain["drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-3)
+    # The drills are in the batches: without them, other losses. After 8 steps from fresh weights
+    # the two differ by ~1e-4 of the loss (how much moves with the tokenizer, which the shipped
+    # source trains), far above a rerun's difference (the resume above: within 1e-6).
+    plain = sft(without, echo=quiet)
+    assert plain["drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-5)
