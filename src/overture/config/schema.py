@@ -39,6 +39,11 @@ class ModelConfig(Section):
     attention_bias: bool = False
     tie_word_embeddings: bool = False
     initializer_range: float = Field(0.02, gt=0)
+    copy_circuit: bool = Field(
+        False,
+        description="fresh weights start with an induction circuit in layers 0-1, so that the model "
+        "copies from its context before any training (overture.model.copy_circuit)",
+    )
     # Mixture of experts.
     num_experts: int = Field(8, ge=0, description="0 makes every layer dense (a Qwen3 model)")
     num_experts_per_tok: int = Field(2, gt=0)

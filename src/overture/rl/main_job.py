@@ -68,6 +68,7 @@ import torch
 from overture.config import ConfigError, RunConfig
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
+from overture.model.copy_circuit import check_copy_circuit_shape
 from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -210,6 +211,11 @@ def check_job_config(config: RunConfig, train_tasks: list[Task] | None = None) -
             f"model.max_position_embeddings = {config.model.max_position_embeddings} is below "
             f"training.seq_len = {config.training.seq_len}: demonstrations would not fit the model"
         )
+    if config.model.path is None and config.model.copy_circuit:
+        try:
+            check_copy_circuit_shape(config.model)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if config.tasks.eval_size < 1:
         raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
     if train_tasks is not None:
