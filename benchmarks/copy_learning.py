@@ -4,7 +4,9 @@ Each row of a batch packs spans of 8-40 random tokens, each followed by its repe
 tokens; AdamW on the next-token loss (plus the router's aux loss). Tokens are drawn uniformly from
 the ordinary ids above the special tokens, or from the first `--ids` of them. Every `--every`
 steps, `overture.rl.copying.repeated_span_accuracy` on spans of the same ids: the step where the
-second showing leaves the first behind is where induction heads form.
+second showing leaves the first behind is where induction heads form. A config with
+`model.copy_circuit = true` (the tiny one) starts with one built in; `--set model.copy_circuit=false`
+measures the weights as plain initialisation leaves them.
 
 Usage: python benchmarks/copy_learning.py [--config configs/tiny.toml] [--steps 600] [--ids N]
        [--lr 1e-3] [--every 50] [--set model.head_dim=64 ...]

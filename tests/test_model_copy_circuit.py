@@ -3,6 +3,8 @@ training, it is a plain Qwen3-MoE checkpoint, and shapes that cannot hold it are
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,9 +15,11 @@ from overture.rl.copying import repeated_span_accuracy
 from overture.rl.main_job import check_job_config
 from overture.text.markers import SPECIAL_TOKENS
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def tiny(*overrides: str) -> RunConfig:
-    return load_config("configs/tiny.toml", list(overrides))
+    return load_config(REPO / "configs" / "tiny.toml", list(overrides))
 
 
 def fresh(config: RunConfig) -> Transformer:
@@ -28,7 +32,7 @@ ORDINARY_IDS = list(range(len(SPECIAL_TOKENS), 4096))
 
 def test_fresh_weights_with_the_circuit_copy_repeated_spans_and_plain_ones_do_not():
     with_circuit = repeated_span_accuracy(fresh(tiny("model.copy_circuit=true")), ORDINARY_IDS)
-    plain = repeated_span_accuracy(fresh(tiny()), ORDINARY_IDS)
+    plain = repeated_span_accuracy(fresh(tiny("model.copy_circuit=false")), ORDINARY_IDS)
     assert with_circuit["second_showing"] > 0.9
     assert with_circuit["first_showing"] < 0.02  # random tokens: nothing to know on first sight
     assert plain["second_showing"] < 0.02
