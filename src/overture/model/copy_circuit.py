@@ -20,8 +20,9 @@ writes one into layers 0 and 1 of a freshly initialised `Transformer`, as ordina
   predecessor's, in the slow rotary pairs (which turn little over a context), so a key matches
   where the token before it is the current one; its values write that position's token content
   back where the LM head reads it.
-- The other layers' residual branches (MLP and expert down projections, later attention outputs)
-  start at zero, so that nothing random drowns the copy; they learn from the first step.
+- Every MLP and expert down projection, and the attention outputs of the later layers and of the
+  heads the circuit does not use, start at zero, so that nothing random drowns the copy; they
+  learn from the first step.
 
 The weights are a plain Qwen3-MoE checkpoint (`transformers` loads and runs them unchanged);
 training then keeps, reshapes or drops the circuit as the data asks.
@@ -42,8 +43,8 @@ from overture.model.attention import Attention
 if TYPE_CHECKING:
     from overture.model.transformer import Transformer
 
-# Where the queries and keys of each head put their length: the constant dimension's entry is
-# 1 against a token vector of norm 1, so both survive the input RMSNorm at comparable scale.
+# The constant dimension's value. Token vectors have norm 1, so after the input RMSNorm both the
+# constant (which layer 0's queries and keys read) and the content keep a comparable share.
 CONSTANT = 1.0
 # q/k RMSNorm weights: the attention score is sqrt(head_dim) * w**2 * cosine. For the positional
 # head, a large w makes the distance-1 margin (about 0.21 of the score) several nats; for the
