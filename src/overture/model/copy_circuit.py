@@ -81,9 +81,14 @@ def previous_token_amplitudes(
     return freqs, result.x[:pairs], float(result.x[-1])
 
 
+def token_dimensions(config: ModelConfig) -> int:
+    """How many residual dimensions hold a token's content (as many hold its predecessor's)."""
+    return (config.hidden_size - 1) // 2
+
+
 def check_copy_circuit_shape(config: ModelConfig) -> None:
     """A clear error when the shape in `config` cannot hold the circuit, naming what is short."""
-    token_dims = (config.hidden_size - 1) // 2
+    token_dims = token_dimensions(config)
     problems = []
     if config.num_hidden_layers < 2:
         problems.append(f"num_hidden_layers is {config.num_hidden_layers}; the circuit needs 2")
@@ -107,8 +112,8 @@ def install_copy_circuit(model: Transformer) -> None:
     drawn from torch's global generator, as the rest of the initialisation is."""
     config = model.config
     check_copy_circuit_shape(config)
-    hidden, head_dim = config.hidden_size, config.head_dim
-    token_dims = (hidden - 1) // 2
+    head_dim = config.head_dim
+    token_dims = token_dimensions(config)
     token, previous = 1, 1 + token_dims  # first dimension of each part of the residual stream
 
     embed = model.embed_tokens.weight
@@ -183,7 +188,7 @@ def _induction_head(
 ) -> None:
     head_dim, half = config.head_dim, config.head_dim // 2
     _clear(attention)
-    slow_dims = [i for i in pairs] + [i + half for i in pairs]
+    slow_dims = [*pairs, *(i + half for i in pairs)]
     heads_per_group = config.num_attention_heads // config.num_key_value_heads
     # Group g matches its own slice of the token content: the query reads it at the current
     # position, the key the same slice of the predecessor's copy.
