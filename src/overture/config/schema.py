@@ -244,6 +244,14 @@ class SFTConfig(Section):
     drills_per_batch: int = Field(
         16, gt=0, description="drills (edit and search) added to each batch of demonstrations"
     )
+    repeats: int = Field(
+        0,
+        ge=0,
+        description="spurious repeats inserted into each training demonstration of a batch "
+        "(overture.rl.repeat_recovery): a short span of its assistant tokens copied after itself, "
+        "out of the loss, the demonstration's next token trained after it, which teaches the "
+        "policy to leave a loop; 0 = none",
+    )
 
 
 class EngineConfig(Section):
