@@ -6,6 +6,16 @@ user inside, with the system directories bound read-only, a private `/tmp`, `/pr
 of its own, the workspace read-write at `/workspace`, and an environment reduced to a known
 set. `--die-with-parent` and a pid namespace mean that killing the command's outer process
 kills everything it started.
+
+`--die-with-parent` alone leaves two windows open: bwrap arms the parent-death signal only once
+it has started (after the shell, `prlimit` and `nsenter` in front of it), and its pid-1 process
+arms its own only after the sandbox's mounts are set up. An owner killed in either window
+(milliseconds, more under load) would leave the command running with nobody to stop it. So the
+command line closes both (`owner_death_guard`): right after the last namespace change it arms the
+signal itself (`setpriv --pdeathsig KILL`, kept across the execs that follow), starts bwrap as
+pid 1 of a pid namespace of its own (`unshare --pid --fork --kill-child`), so that when bwrap's
+outer process dies the kernel kills every process below it, set up or not, and before bwrap
+checks that the owner is still there.
 """
 
 from __future__ import annotations
@@ -27,13 +37,34 @@ INSTALL_HINT = "install it with: apt-get install bubblewrap (Debian/Ubuntu) or y
 
 def require_tools(isolation: str = "bwrap") -> dict[str, str]:
     """Paths of the programs the sandbox needs; a clear error naming what is missing."""
-    names = ("bwrap", "unshare", "nsenter", "prlimit") if isolation == "bwrap" else ("prlimit",)
+    names = ("bwrap", "unshare", "nsenter", "setpriv", "prlimit") if isolation == "bwrap" else ("prlimit",)
     found = {name: shutil.which(name) for name in names}
     missing = [name for name, path in found.items() if path is None]
     if missing:
         hint = INSTALL_HINT if "bwrap" in missing else "install util-linux"
         raise SandboxUnavailable(f"{', '.join(missing)} not found on PATH; {hint}")
     return found  # type: ignore[return-value]
+
+
+# The pid namespace's first process goes on only if its parent (`unshare`) is still a child of
+# the owner ($1). The host's /proc shows host pids, so PPid there is the real parent even though
+# getppid() is 0 inside the new namespace. It is checked after `unshare --kill-child` has armed
+# the signal: an owner that died before the check is seen dead, one that dies after kills it.
+OWNER_ALIVE_SCRIPT = (
+    'parent_of() { parent=; while read -r key value; do [ "$key" = PPid: ] && parent=$value; done < "$1"; }; '
+    'parent_of /proc/self/status; parent_of "/proc/$parent/status"; '
+    '[ "$parent" = "$1" ] && shift && exec "$@"'
+)
+
+
+def owner_death_guard(setpriv: str, unshare: str, owner_pid: int) -> list[str]:
+    """Command prefix after which nothing outlives `owner_pid`: what follows runs as pid 1 of a
+    pid namespace that dies with the owner, and does not run at all if the owner has died."""
+    return [
+        setpriv, "--pdeathsig", "KILL", "--",
+        unshare, "--pid", "--fork", "--kill-child", "--",
+        "/bin/sh", "-c", OWNER_ALIVE_SCRIPT, "owner-alive", str(owner_pid),
+    ]  # fmt: skip
 
 
 def python_dirs() -> list[str]:

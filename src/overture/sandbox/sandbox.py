@@ -21,7 +21,7 @@ from pathlib import Path
 from overture.config import SandboxConfig
 from overture.sandbox.errors import PathEscape, SandboxDead, SandboxError
 from overture.sandbox.files import WORKSPACE_MOUNT, ConfinedFiles, inside_workspace
-from overture.sandbox.isolation import bwrap_args, python_dirs, sandbox_env
+from overture.sandbox.isolation import bwrap_args, owner_death_guard, python_dirs, sandbox_env
 from overture.sandbox.limits import Limits, confining_argv, remove_cgroups
 from overture.sandbox.output import CappedOutput
 from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace
@@ -94,7 +94,8 @@ class Sandbox:
             workdir=inside,
         )
         host_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
-        return [*confine, *self.workspace.command_prefix(), *wrap, *argv], host_env
+        guard = owner_death_guard(self._tools["setpriv"], self._tools["unshare"], os.getpid())
+        return [*confine, *self.workspace.command_prefix(), *guard, *wrap, *argv], host_env
 
     async def exec(
         self,
