@@ -263,6 +263,11 @@ class EngineConfig(Section):
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0)
+    max_repeats: int = Field(
+        0, ge=0, description="repeat guard: never sample a token that makes a completion end in more "
+        "than this many back-to-back copies of a span of up to repeat_span tokens; 0 = off",
+    )
+    repeat_span: int = Field(8, gt=0, description="longest span (tokens) the repeat guard looks for")
     kv_cache_tokens: int = Field(
         32_768, gt=0, description="KV cache pool size in tokens (rounded up to whole blocks)"
     )

@@ -137,6 +137,8 @@ class Engine:
             temperature=self.config.temperature,
             top_p=self.config.top_p,
             top_k=self.config.top_k,
+            max_repeats=self.config.max_repeats,
+            repeat_span=self.config.repeat_span,
             stop_token_ids=(self.tokenizer.im_end_id,) if self.tokenizer is not None else (),
         )
         given = {k: v for k, v in fields.items() if v is not None}

@@ -36,6 +36,11 @@ class SamplingParams:
     chosen token under the untempered (temperature 1) distribution, since a point mass would
     always report 0.
 
+    `max_repeats` > 0 turns on the repeat guard (`overture.engine.repeat_guard`): no token is
+    sampled that would end the completion in more than `max_repeats` back-to-back copies of a span
+    of at most `repeat_span` tokens, and the logprob reported is that of the distribution so
+    restricted.
+
     `seed` makes sampling reproducible and independent of what else is in the batch; `None`
     draws one. Generation stops after `max_new_tokens`, at any of `stop_token_ids` (kept as the
     last token), or once the decoded completion contains one of `stop_strings` (the token that
@@ -46,6 +51,8 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    max_repeats: int = 0
+    repeat_span: int = 8
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = ()
     stop_strings: tuple[str, ...] = ()
@@ -60,6 +67,10 @@ class SamplingParams:
             raise RequestError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise RequestError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not isinstance(self.max_repeats, int) or self.max_repeats < 0:
+            raise RequestError(f"max_repeats must be an integer >= 0 (0 = off), got {self.max_repeats!r}")
+        if not isinstance(self.repeat_span, int) or self.repeat_span < 1:
+            raise RequestError(f"repeat_span must be a positive integer, got {self.repeat_span!r}")
         if self.seed is not None and not isinstance(self.seed, int):
             raise RequestError(f"seed must be an integer or None, got {self.seed!r}")
         bad = [t for t in self.stop_token_ids if not isinstance(t, int) or not 0 <= t < vocab_size]

@@ -22,6 +22,7 @@ from overture.engine.cpu_tuning import intra_op_threads
 from overture.engine.kv_cache import PagedKVCache, block_digests
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion
+from overture.engine.repeat_guard import banned_continuations
 from overture.engine.sampling import BatchSampling, sample
 from overture.engine.sequence import Sequence
 
@@ -247,6 +248,7 @@ class Scheduler:
         self.waiting.appendleft(seq)
 
     def _sample_into(self, batch: list[Sequence], logits, version: int) -> None:
+        logits = self._guard_repeats(batch, logits)
         settings = BatchSampling(
             temperatures=[s.params.temperature for s in batch],
             top_ks=[s.params.top_k for s in batch],
@@ -256,6 +258,22 @@ class Scheduler:
         tokens, logprobs = sample(logits, settings, self.config.native_sampling)
         for seq, token, logprob in zip(batch, tokens, logprobs, strict=True):
             seq.append(token, logprob, version)
+
+    @staticmethod
+    def _guard_repeats(batch: list[Sequence], logits):
+        """`logits` with the repeat guard's banned tokens at -inf in the rows that ask for it."""
+        bans = [
+            (row, sorted(banned_continuations(seq.generated, seq.params.max_repeats, seq.params.repeat_span)))
+            for row, seq in enumerate(batch)
+            if seq.params.max_repeats > 0
+        ]
+        bans = [(row, tokens) for row, tokens in bans if tokens]
+        if not bans:
+            return logits
+        logits = logits.clone()
+        for row, tokens in bans:
+            logits[row, tokens] = float("-inf")
+        return logits
 
     # ------------------------------------------------------------------ finishing
 
