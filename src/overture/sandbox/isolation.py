@@ -12,10 +12,10 @@ it has started (after the shell, `prlimit` and `nsenter` in front of it), and it
 arms its own only after the sandbox's mounts are set up. An owner killed in either window
 (milliseconds, more under load) would leave the command running with nobody to stop it. So the
 command line closes both (`owner_death_guard`): right after the last namespace change it arms the
-signal itself (`setpriv --pdeathsig KILL`, kept across the execs that follow), starts bwrap as
-pid 1 of a pid namespace of its own (`unshare --pid --fork --kill-child`), so that when bwrap's
-outer process dies the kernel kills every process below it, set up or not, and before bwrap
-checks that the owner is still there.
+signal itself (`setpriv --pdeathsig KILL`, kept across the execs that follow), then starts a pid
+namespace of its own (`unshare --pid --fork --kill-child`) whose first process checks that the
+owner is still there and becomes bwrap; when bwrap's outer process dies, the kernel kills every
+process below it, set up or not.
 """
 
 from __future__ import annotations
