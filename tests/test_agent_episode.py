@@ -163,7 +163,7 @@ def test_an_aborted_episode_resumes_where_it_stopped(repo):
             config = AgentConfig(search_backend="bm25")
             episode = Episode(old, box, tokenizer(), "Fix mean().", config=config, task_id="t2", group_id="g")
             running = asyncio.ensure_future(episode.run())
-            while len(old.generations) < 1 or not episode.generating:
+            while len(episode.turns) < 2 or not episode.generating:
                 await asyncio.sleep(0.01)  # wait until turn 1's generation is in flight
             episode.abort()
             partial = await running

@@ -165,4 +165,6 @@ def test_release_freed_memory_hands_a_threads_freed_memory_back():
         [sys.executable, "-c", RESIDENT_AFTER_FREE], capture_output=True, text=True, check=True
     )
     before, after = map(int, done.stdout.split())
-    assert before - after >= 200, (before, after)  # of the 400 MiB written and freed
+    # Of the 400 MiB written and freed, 250 come back on a quiet machine, 190 under the full suite's
+    # load, and none without the trim.
+    assert before - after >= 100, (before, after)

@@ -113,7 +113,7 @@ async def _resumed_episode(task: Task, config: RunConfig, pool: SandboxPool) -> 
             group_id="g2",
         )
         running = asyncio.ensure_future(episode.run())
-        while len(old.generations) < 1 or not episode.generating:
+        while len(episode.turns) < 2 or not episode.generating:  # turn 1 in flight, not turn 0
             await asyncio.sleep(0.01)
         episode.abort()
         partial = Trajectory.from_dict((await running).to_dict())

@@ -187,7 +187,9 @@ class Episode:
         open_turn = self.conversation.in_assistant_turn
         if len(self.turns) >= self.config.max_turns and not open_turn:
             return "truncated", "max_turns"
-        if len(self.conversation) >= self.config.context_tokens:
+        # A new turn needs room for its header and one policy token.
+        needed = 0 if open_turn else self.conversation.assistant_header_tokens
+        if len(self.conversation) + needed >= self.config.context_tokens:
             if open_turn:
                 self.conversation.end_assistant()
             return "truncated", "context"

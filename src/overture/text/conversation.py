@@ -87,6 +87,11 @@ class Conversation:
 
     # ----------------------------------------------------------------- assistant turns
 
+    @property
+    def assistant_header_tokens(self) -> int:
+        """Tokens `begin_assistant` appends before the first policy token."""
+        return len(self._piece_ids(assistant_header_pieces()))
+
     def begin_assistant(self) -> list[int]:
         """Open an assistant turn; return all ids so far, the prompt to generate from."""
         self._require_closed("begin an assistant turn")
