@@ -188,7 +188,7 @@ class Episode:
         if len(self.turns) >= self.config.max_turns and not open_turn:
             return "truncated", "max_turns"
         # A new turn needs room for its header and one policy token.
-        needed = 0 if open_turn else self.conversation.assistant_header_tokens
+        needed = 0 if open_turn else len(self.conversation.assistant_header_ids)
         if len(self.conversation) + needed >= self.config.context_tokens:
             if open_turn:
                 self.conversation.end_assistant()

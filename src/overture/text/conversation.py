@@ -64,6 +64,7 @@ class Conversation:
         self.versions: list[int] = []
         self.turns: list[Turn] = []
         self._open: Turn | None = None
+        self._assistant_header: list[int] | None = None
 
     # ----------------------------------------------------------------- non-policy turns
 
@@ -88,15 +89,17 @@ class Conversation:
     # ----------------------------------------------------------------- assistant turns
 
     @property
-    def assistant_header_tokens(self) -> int:
-        """Tokens `begin_assistant` appends before the first policy token."""
-        return len(self._piece_ids(assistant_header_pieces()))
+    def assistant_header_ids(self) -> list[int]:
+        """The ids `begin_assistant` appends before the first policy token (encoded once)."""
+        if self._assistant_header is None:
+            self._assistant_header = self._piece_ids(assistant_header_pieces())
+        return self._assistant_header
 
     def begin_assistant(self) -> list[int]:
         """Open an assistant turn; return all ids so far, the prompt to generate from."""
         self._require_closed("begin an assistant turn")
         turn = Turn(role="assistant", start=len(self.token_ids))
-        self._append_template(self._piece_ids(assistant_header_pieces()))
+        self._append_template(self.assistant_header_ids)
         turn.body_start = len(self.token_ids)
         self.turns.append(turn)
         self._open = turn
