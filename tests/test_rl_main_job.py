@@ -100,7 +100,7 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
 
 
 def test_the_warmup_corpus_never_holds_a_heldout_repository():
-    config = load_config(REPO / "configs" / "tiny.toml")
+    config = load_config(REPO / "configs" / "tiny.toml", ['tasks.heldout_repos=["statbox"]'])
     assert heldout_repo_folders(config) == [f"{REPOS_FOLDER}/statbox"]
     corpus = builtin_corpus_texts(heldout_repo_folders(config))
     statbox = [path.read_text() for path in bundled_repo("statbox").rglob("*.py")]
@@ -129,7 +129,9 @@ def test_the_warmup_repeats_the_train_repositories_library_code_in_its_training_
     assert splits.val.tolist() == [*tokenizer.encode("def add(a, b):"), end]
     assert splits.train.tolist() == [7, 8, end, 9, end]
 
-    config = load_config(REPO / "configs" / "tiny.toml", ["lm_warmup.repo_code_repeats=2"])
+    config = load_config(
+        REPO / "configs" / "tiny.toml", ["lm_warmup.repo_code_repeats=2", 'tasks.heldout_repos=["statbox"]']
+    )
     documents = repo_code_documents(tokenizer, config)
     library = [
         tokenizer.encode(path.read_text())
@@ -220,7 +222,11 @@ def test_the_bundled_task_set_is_cached_by_seed_size_and_settings(tmp_path):
     folder = builtin_cache_dir(config)
     assert folder.parent == tmp_path / "task-sets" and "seed0-n10" in folder.name
     assert builtin_cache_dir(smoke_config(tmp_path)) == folder
-    for change in ("seed=1", "tasks.train_size=9", "tasks.pass_to_pass=3", "tasks.heldout_repos=[]"):
+    changes = (
+        "seed=1", "tasks.train_size=9", "tasks.pass_to_pass=3", "tasks.heldout_repos=[]",
+        "tasks.heldout_task_fraction=0.5",
+    )  # fmt: skip
+    for change in changes:
         assert builtin_cache_dir(smoke_config(tmp_path, change)) != folder, change
     # A cached set is read back as is, without synthesizing.
     write_tasks(folder / TASK_FILE, make_tasks(8, 2))

@@ -106,6 +106,26 @@ def test_splits_hold_out_whole_repositories_and_whole_functions():
     assert all(t.metadata["heldout_by"] == "function" for t in alpha if t.split == "heldout")
 
 
+def test_a_task_share_holds_out_single_bugs_of_functions_that_keep_train_tasks():
+    tasks = [
+        Task(f"alpha-f{i}-{j}", "alpha", "p", ["t.py::t"], metadata={"file": "a.py", "function": f"f{i}"})
+        for i in range(40) for j in range(4)
+    ]  # fmt: skip
+    assign_splits(tasks, heldout_repos=[], fraction=0.0, seed=1, task_fraction=0.25)
+    held = [t for t in tasks if t.split == "heldout"]
+    assert 20 <= len(held) <= 60
+    assert all(t.metadata["heldout_by"] == "task" for t in held)
+    trained = {t.metadata["function"] for t in tasks if t.split == "train"}
+    assert len({t.metadata["function"] for t in held} & trained) >= 10  # same functions, other bugs
+    again = [Task(t.instance_id, t.repo, "p", ["t.py::t"], metadata=dict(t.metadata)) for t in tasks]
+    assign_splits(again, heldout_repos=[], fraction=0.0, seed=1, task_fraction=0.25)
+    assert [t.split for t in again] == [t.split for t in tasks]  # fixed by the seed and the ids
+    assign_splits(again, heldout_repos=[], fraction=0.0, seed=2, task_fraction=0.25)
+    assert [t.split for t in again] != [t.split for t in tasks]
+    assign_splits(again, heldout_repos=[], fraction=0.0, seed=1, task_fraction=0.0)
+    assert all(t.split == "train" and "heldout_by" not in t.metadata for t in again)
+
+
 def test_statement_quotes_test_lines_but_never_library_lines():
     failure = Failure(
         frames=[

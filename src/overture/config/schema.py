@@ -365,6 +365,13 @@ class TasksConfig(Section):
     heldout_repos: list[str] = Field(
         default_factory=list, description="synthesis: repositories whose tasks are all held out"
     )
+    heldout_task_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="synthesis: share of the other tasks held out one by one: new bugs in functions "
+        "that train tasks have other bugs in",
+    )
     max_candidates: int = Field(
         0, ge=0, description="synthesis: candidate mutations to try at most; 0 = as many as it takes"
     )

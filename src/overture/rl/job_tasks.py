@@ -46,7 +46,7 @@ def jobs() -> int:
 
 
 def builtin_size(config: RunConfig) -> int:
-    """Tasks to synthesize: enough for both splits (held-out share from `tasks.heldout_function_fraction`)."""
+    """Tasks to synthesize: enough for both splits (the `tasks.heldout_*` settings set the held-out share)."""
     return config.tasks.train_size + config.tasks.eval_size
 
 
@@ -57,6 +57,7 @@ def builtin_cache_dir(config: RunConfig) -> Path:
         "repos": [repo.name for repo in bundled_repos()],
         "pass_to_pass": tasks.pass_to_pass,
         "heldout_function_fraction": tasks.heldout_function_fraction,
+        "heldout_task_fraction": tasks.heldout_task_fraction,
         "heldout_repos": sorted(tasks.heldout_repos),
         "max_candidates": tasks.max_candidates,
         "test_timeout_s": tasks.test_timeout_s,
@@ -116,7 +117,8 @@ def split_tasks(tasks: list[Task], config: RunConfig) -> tuple[list[Task], list[
     if not heldout:
         raise TaskError(
             f"tasks.source = {config.tasks.source!r}: no held-out tasks to evaluate on; raise "
-            "tasks.eval_size (at least 1) or tasks.heldout_function_fraction, or name tasks.heldout_repos"
+            "tasks.eval_size (at least 1), tasks.heldout_function_fraction or tasks.heldout_task_fraction, "
+            "or name tasks.heldout_repos"
         )
     return train, heldout
 

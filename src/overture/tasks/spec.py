@@ -11,8 +11,8 @@ know are kept in `metadata["extra"]`. Three fields go beyond SWE-bench's:
 - `setup_patch`: a unified diff applied to `base` to make the task's starting workspace (the
   synthesized bug); empty for tasks whose snapshot already is the starting state. Many tasks
   share one snapshot and differ only by this patch.
-- `split`: `train` or `heldout`; `metadata["heldout_by"]` says whether a held-out task's
-  function or whole repository is held out.
+- `split`: `train` or `heldout`; `metadata["heldout_by"]` says what of a held-out task is
+  held out: its whole repository, its function, or the task alone.
 
 `patch` is the reference fix (SWE-bench meaning): applied with `patch -p1` to the starting
 workspace it makes every FAIL_TO_PASS and PASS_TO_PASS test pass. `test_patch`, when present,

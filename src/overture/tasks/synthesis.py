@@ -13,9 +13,11 @@
    (a mutation that loops) is dropped.
 4. The problem statement is written from the failure (`overture.tasks.statement`), never from
    the change. `setup_patch` makes the bug from the snapshot; `patch` is the reference fix.
-5. Splits: all tasks of a repository in `tasks.heldout_repos`, and all tasks of a share
+5. Splits: all tasks of a repository in `tasks.heldout_repos`, all tasks of a share
    (`tasks.heldout_function_fraction`) of the functions, chosen by a hash of the function's
-   name and the seed, are `heldout`; the rest `train`.
+   name and the seed, and a share (`tasks.heldout_task_fraction`) of the other tasks, each
+   drawn alone by a hash of its id (new bugs in functions that train tasks also have bugs in),
+   are `heldout`; the rest `train`.
 """
 
 from __future__ import annotations
@@ -243,19 +245,26 @@ class Synthesizer:
         return tasks
 
 
-def assign_splits(tasks: list[Task], heldout_repos: list[str], fraction: float, seed: int) -> None:
-    """Mark held-out tasks: whole repositories, then a share of functions (see the module docstring)."""
+def assign_splits(
+    tasks: list[Task], heldout_repos: list[str], fraction: float, seed: int, task_fraction: float = 0.0
+) -> None:
+    """Mark held-out tasks: whole repositories, then a share of functions, then a share of the
+    remaining tasks one by one (see the module docstring)."""
     for task in tasks:
+        task.metadata.pop("heldout_by", None)
+        task.split = "train"
+        function = f"{task.repo}:{task.metadata.get('file')}:{task.metadata.get('function')}"
         if task.repo in heldout_repos:
             task.split, task.metadata["heldout_by"] = "heldout", "repository"
-            continue
-        key = f"{seed}:{task.repo}:{task.metadata.get('file')}:{task.metadata.get('function')}"
-        draw = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-        if draw < fraction:
+        elif _draw(f"{seed}:{function}") < fraction:
             task.split, task.metadata["heldout_by"] = "heldout", "function"
-        else:
-            task.split = "train"
-            task.metadata.pop("heldout_by", None)
+        elif _draw(f"{seed}:task:{task.instance_id}") < task_fraction:
+            task.split, task.metadata["heldout_by"] = "heldout", "task"
+
+
+def _draw(key: str) -> float:
+    """A number in [0, 1] fixed by `key`: the same split on every machine and every run."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
 
 
 async def synthesize_repo(

@@ -69,7 +69,8 @@ async def build_task_set(
             )
             tasks += found
             stats.append(repo_stats)
-    assign_splits(tasks, config.tasks.heldout_repos, config.tasks.heldout_function_fraction, seed)
+    held = config.tasks
+    assign_splits(tasks, held.heldout_repos, held.heldout_function_fraction, seed, held.heldout_task_fraction)
     write_tasks(out, tasks)
     return tasks, stats
 
