@@ -35,12 +35,13 @@ def save_tiny_policy(directory: Path, tokenizer: Tokenizer) -> Path:
 def run_config(**rl: Any) -> RunConfig:
     """G = 2, B = 2, short turns, two turns at most; `rl` overrides the RL section. A random
     model's turns end at the token budget (truncated): they stay in the loss, or nothing would
-    be trained."""
+    be trained. It solves nothing, so its advantages are all 0: a small KL term gives its
+    batches the policy signal without which the trainer takes no step."""
     return RunConfig.model_validate(
         {
             "model": tiny_model_config().model_dump(),
             "training": {"lr": 1e-3, "warmup_steps": 0},
-            "rl": {"group_size": 2, "batch_groups": 2, "mask_truncated": False, **rl},
+            "rl": {"group_size": 2, "batch_groups": 2, "mask_truncated": False, "kl_coef": 0.01, **rl},
             "agent": {"max_turns": 2, "max_new_tokens": 12, "search_backend": "bm25"},
             "engine": {"max_batch_size": 8},
         }

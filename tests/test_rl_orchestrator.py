@@ -110,9 +110,17 @@ def test_an_episode_whose_sandbox_dies_twice_is_kept_as_failed_with_reward_zero(
     assert_whole_groups([report], 2, 1)
 
 
-def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(tiny_policy, numbers_tasks):
-    # A random model resolves nothing: every group's rewards are equal, so every group is dropped.
-    config = run_config(batch_groups=1, drop_zero_signal_groups=True)
+@pytest.mark.parametrize(
+    "signal_off",
+    [{"drop_zero_signal_groups": True}, {"kl_coef": 0.0}],
+    ids=["groups-dropped", "advantages-all-zero"],
+)
+def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(
+    tiny_policy, numbers_tasks, signal_off
+):
+    # A random model resolves nothing: every group's rewards are equal, so every group is dropped,
+    # or kept with advantages of 0 and no KL term: no gradient but the router's, and no step.
+    config = run_config(batch_groups=1, **signal_off)
     reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=2)
     assert engine_version == 0 and [r.version for r in reports] == [0, 0]
     assert all(r.train_metrics["skipped"] == 1.0 for r in reports)

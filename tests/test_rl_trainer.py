@@ -60,6 +60,25 @@ def test_on_policy_batch_has_ratio_one_and_bumps_the_version():
     assert metrics["grad_norm"] > 0 and metrics["entropy"] > 0
 
 
+def test_a_batch_without_policy_signal_moves_nothing():
+    config = run_config()
+    model = Transformer(config.model)
+    trainer = Trainer(model, config)
+    before = copy.deepcopy(model.state_dict())
+    samples = [on_policy(model, [*PROMPT, 7, 8, 9], 0.0), on_policy(model, [*PROMPT, 10, 11], 0.0)]
+    masked = on_policy(model, [*PROMPT, 12, 13], 1.0)  # a signal that no trained token carries
+    masked.loss_mask = [0] * len(masked.loss_mask)
+    assert trainer.rl_step([*samples, masked]) == {"skipped": 1.0, "policy_version": 0}
+    assert trainer.step == trainer.policy_version == 0 and not trainer.optimizer.state
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    # A KL term is a signal of its own; so is one nonzero advantage.
+    with_kl = Trainer(copy.deepcopy(model), run_config(rl={"kl_coef": 0.1})).rl_step(samples)
+    assert "skipped" not in with_kl and with_kl["policy_version"] == 1
+    samples[0].advantage = 0.5
+    assert trainer.rl_step(samples)["policy_version"] == 1
+    assert any(not torch.equal(before[name], value) for name, value in model.state_dict().items())
+
+
 @pytest.mark.parametrize("temperature", [0.5, 1.5])
 def test_samples_from_a_tempered_engine_are_scored_at_its_temperature(temperature):
     config = run_config(engine={"temperature": temperature})

@@ -132,7 +132,7 @@ def train_on_trajectories(trainer: Any, trajectories: list[Trajectory]) -> dict[
     samples, report = samples_from_trajectories(trajectories, trainer.config.rl)
     if not samples:  # every group dropped (rl.drop_zero_signal_groups): nothing to step on
         return {"skipped": 1.0, "zero_signal_groups": report.zero_signal_groups}
-    metrics = trainer.rl_step(samples)
+    metrics = trainer.rl_step(samples)  # {"skipped": 1, ...} too when no sample carries signal
     metrics.update(zero_signal_groups=report.zero_signal_groups, masked_truncated=report.masked_truncated)
     return metrics
 
@@ -152,9 +152,9 @@ def local_rollouts(
 
 @dataclass
 class StepReport:
-    """One batch of the orchestrator (one optimizer update, unless every group of the batch was
-    dropped for lack of signal: then `version` stays and `train_metrics["skipped"]` is 1), JSON-ready
-    through `to_dict()`.
+    """One batch of the orchestrator (one optimizer update, unless the batch had no policy signal:
+    every group dropped for it, or all advantages 0 (`overture.rl.samples.has_policy_signal`);
+    then `version` stays and `train_metrics["skipped"]` is 1), JSON-ready through `to_dict()`.
 
     Counts (`groups_dropped_stale`, `episodes_*`, `requests_resent`, `tokens_generated`,
     `generation_idle_s`, `wall_s`) cover the time since the previous report; `requests_resent`
@@ -314,7 +314,7 @@ class Orchestrator:
         training_s = time.monotonic() - began
         version = self.trainer.version
         if version == trained_under:
-            # No optimizer step (every group was dropped for lack of signal): no new weights, and
+            # No optimizer step (the batch had no policy signal): no new weights, and
             # these groups made no version, so they give their staleness capacity back.
             self._started -= len(batch)
         else:

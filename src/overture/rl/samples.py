@@ -6,6 +6,7 @@ produces it; it is re-exported here because the trainer consumes it.
 `samples_from_trajectories` turns a batch of whole groups into `TrainingSample`s: advantages
 per group (`advantages.py`), zero-signal groups counted and optionally dropped, trajectories
 cut by a limit (`truncated`) masked out of the loss when `rl.mask_truncated` is set.
+`has_policy_signal` says whether such a batch gives the policy anything to learn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "TrainingSample",
     "Trajectory",
     "check_aligned",
+    "has_policy_signal",
     "samples_from_trajectories",
 ]
 
@@ -115,3 +117,13 @@ def samples_from_trajectories(
         )
     report.dropped_groups = report.zero_signal_groups if rl.drop_zero_signal_groups else 0
     return samples, report
+
+
+def has_policy_signal(samples: Sequence[TrainingSample], rl: RLConfig) -> bool:
+    """Whether an RL loss on `samples` has a gradient of its own: some trained token carries a
+    nonzero advantage, or the KL term (`rl.kl_coef`) pulls trained tokens toward the reference.
+    A batch whose groups all earned equal rewards, or whose signal was all masked, has none."""
+    trained = [s for s in samples if s.trained_tokens]
+    if rl.kl_coef > 0:
+        return bool(trained)
+    return any(s.advantage != 0 for s in trained)

@@ -7,7 +7,10 @@ bias, and the policy version (+1 per optimizer step). It offers
 - `rl_step(samples)`: one rollout batch → `rl.minibatches` optimizer steps of the decoupled
   PPO objective (`losses.py`), proximal logprobs recomputed before the first update when
   there is more than one; every logprob of it is the tempered one the rollouts were sampled
-  with (`engine.temperature`, see `logprobs.py`);
+  with (`engine.temperature`, see `logprobs.py`). A batch without policy signal (no trained
+  token with a nonzero advantage, and no KL term) takes no step at all: its only gradient
+  would be the router's auxiliary loss, which AdamW would scale up to lr-sized moves of
+  every weight it reaches;
 - `lm_step(samples)` / `lm_loss(samples)`: next-token cross-entropy on the trained tokens
   (SFT), and its held-out value;
 - `optimizer_step()`: for loops that compute their own loss (the LM warm-up);
@@ -70,7 +73,7 @@ from overture.rl.losses import (
 )
 from overture.rl.optim import MasterWeights, build_optimizer, learning_rate, set_learning_rate
 from overture.rl.prefix_sharing import position_cost
-from overture.rl.samples import TrainingSample
+from overture.rl.samples import TrainingSample, has_policy_signal
 
 
 def check_sharded_training(config: RunConfig) -> None:
@@ -244,7 +247,8 @@ class Trainer:
 
     def rl_step(self, samples: Sequence[TrainingSample]) -> dict[str, float]:
         """One rollout batch: split into `rl.minibatches` parts, one optimizer step each; returns
-        the metrics of the last step."""
+        the metrics of the last step, or `{"skipped": 1, ...}` when the batch has no policy
+        signal (`has_policy_signal`) and nothing moved."""
         rl = self.config.rl
         if len(samples) < rl.minibatches:
             raise ValueError(
@@ -253,6 +257,8 @@ class Trainer:
         for sample in samples:
             if sample.behavior_logprobs is None:
                 raise ValueError(f"sample {sample.name!r} has no behavior logprobs; RL needs them")
+        if not has_policy_signal(samples, rl):
+            return {"skipped": 1.0, "policy_version": self.policy_version}
         parts = [list(samples[i :: rl.minibatches]) for i in range(rl.minibatches)]
         plans = [self._rl_plan(part) for part in parts]
         proximal = self._proximal_logprobs(plans)
