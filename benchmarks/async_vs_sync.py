@@ -73,7 +73,9 @@ def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -
     """The `--config` file with the benchmark's RL, agent and engine settings and the mode's knobs.
 
     A random policy writes no tool call, so its turns end at the token budget (truncated): they
-    stay in the loss (`rl.mask_truncated = false`), or nothing would be trained.
+    stay in the loss (`rl.mask_truncated = false`), or nothing would be trained. It resolves
+    nothing either, so every advantage is 0: a small KL term (`rl.kl_coef`) gives its batches
+    the policy signal without which the trainer takes no optimizer step.
     """
     overrides = [
         f"seed={args.seed}",
@@ -82,6 +84,7 @@ def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -
         f"rl.staleness={staleness}",
         f"rl.overprovision={overprovision}",
         "rl.mask_truncated=false",
+        "rl.kl_coef=0.01",
         f"agent.max_turns={args.max_turns}",
         f"agent.max_new_tokens={args.max_new_tokens}",
         "agent.search_backend=bm25",
