@@ -18,6 +18,7 @@ _EXPORTS = {
     "Trajectory": "overture.rl.samples",
     "TrainingSample": "overture.rl.samples",
     "samples_from_trajectories": "overture.rl.samples",
+    "has_policy_signal": "overture.rl.samples",
     "Trainer": "overture.rl.trainer",
     "save_checkpoint": "overture.rl.checkpoints",
     "load_checkpoint": "overture.rl.checkpoints",
