@@ -45,10 +45,15 @@ def assert_weights_match(
 
 
 def assert_state_dicts_match(
-    got: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], **tolerance: float
+    got: Mapping[str, torch.Tensor],
+    expected: Mapping[str, torch.Tensor],
+    *,
+    rtol: float,
+    atol: float,
+    lr: float,
+    steps: int,
 ) -> None:
-    """`assert_weights_match` on every tensor of two state dicts with the same keys; `tolerance`:
-    its rtol, atol, lr and steps."""
+    """`assert_weights_match` on every tensor of two state dicts with the same keys."""
     assert got.keys() == expected.keys()
     for name, value in expected.items():
-        assert_weights_match(got[name], value, name=name, **tolerance)  # type: ignore[arg-type]
+        assert_weights_match(got[name], value, rtol=rtol, atol=atol, lr=lr, steps=steps, name=name)
