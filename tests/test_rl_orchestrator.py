@@ -175,10 +175,13 @@ def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(numb
 
 
 class ScriptedGroup:
-    """A group that needs `work` turns of the event loop while not paused; counts its pauses."""
+    """A group of two that needs `work` turns of the event loop while not paused, its episodes
+    earning `rewards`; counts its pauses."""
 
-    def __init__(self, task, group_id: str, work: int, versions: list[int]) -> None:
-        self.task, self.group_id, self.work = task, group_id, work
+    def __init__(
+        self, task, group_id: str, work: int, versions: list[int], rewards: tuple[float, float] = (0.0, 0.0)
+    ) -> None:
+        self.task, self.group_id, self.work, self.rewards = task, group_id, work, rewards
         self.versions = versions  # the engine version each turn runs under, appended as it goes
         self.pauses = 0
         self._gate = asyncio.Event()
@@ -197,16 +200,23 @@ class ScriptedGroup:
             await self._gate.wait()
             made.append(self.versions[-1])
             await asyncio.sleep(0)
-        return [trajectory_with_versions(made) for _ in range(2)]
+        group = [trajectory_with_versions(made) for _ in range(2)]
+        for trajectory, reward in zip(group, self.rewards, strict=True):
+            trajectory.reward, trajectory.group_id = reward, self.group_id
+        return group
 
 
 class ScriptedRollouts:
-    def __init__(self, works: list[int], engine) -> None:
+    """Groups started in order, the n-th with the n-th of `works` (and of `rewards`, if given)."""
+
+    def __init__(self, works: list[int], engine, rewards: list[tuple[float, float]] | None = None) -> None:
         self.works, self.engine, self.groups = list(works), engine, []
+        self.rewards = list(rewards) if rewards is not None else [(0.0, 0.0)] * len(works)
 
     def start(self, task, group_id: str) -> ScriptedGroup:
-        self.groups.append(ScriptedGroup(task, group_id, self.works.pop(0), self.engine.served))
-        return self.groups[-1]
+        group = ScriptedGroup(task, group_id, self.works.pop(0), self.engine.served, self.rewards.pop(0))
+        self.groups.append(group)
+        return group
 
     async def take_stats(self) -> dict[str, float]:
         return {"aborted": 0, "resumed": 0, "retried": 0, "failed": 0, "tokens": 0, "idle_s": 0.0}
@@ -227,7 +237,11 @@ class CountingEngine:
 class CountingTrainer:
     version = 0
 
+    def __init__(self) -> None:
+        self.batches: list[list[Trajectory]] = []
+
     async def train(self, trajectories) -> dict[str, float]:
+        self.batches.append(list(trajectories))
         for _ in range(5):
             await asyncio.sleep(0)
         self.version += 1
@@ -249,3 +263,37 @@ def test_a_group_resumed_at_a_weight_update_is_not_cut_again_at_the_next_batch(n
     assert [r.version for r in reports] == [1, 2]
     quick, straggler = rollouts.groups[:2]
     assert quick.pauses == 0 and straggler.pauses == 1
+
+
+def rewards_trained(trainer: CountingTrainer) -> list[list[float]]:
+    return [[t.reward for t in batch] for batch in trainer.batches]
+
+
+def test_dynamic_sampling_leaves_zero_signal_groups_out_and_starts_others_in_their_place(numbers_tasks):
+    # Sync, B = 1: one group at a time. All-failed and all-solved groups stay out of the batch;
+    # each gives its place to the next group, and the report counts them and their rewards.
+    config = run_config(staleness=0, overprovision=1.0, batch_groups=1, dynamic_sampling=True)
+    engine, trainer = CountingEngine(), CountingTrainer()
+    rewards = [(0.0, 0.0), (1.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 0.0), (0.0, 0.0)]
+    rollouts = ScriptedRollouts([1] * 6, engine, rewards)  # the sixth starts after the last step
+    reports = asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(2))
+    assert rewards_trained(trainer) == [[0.0, 1.0], [1.0, 0.0]]
+    assert [r.groups_left_out for r in reports] == [2, 1]
+    assert [r.reward_mean for r in reports] == [0.5, 0.5]
+    assert [r.sampled_reward_mean for r in reports] == [3 / 6, 1 / 4]
+    assert [r.version for r in reports] == [1, 2]
+
+
+def test_dynamic_sampling_takes_zero_signal_groups_past_its_limit_and_is_off_by_default(numbers_tasks):
+    rewards = [(0.0, 0.0), (0.0, 0.0), (0.0, 1.0), (0.0, 0.0)]
+    for rl, trained, left_out in (
+        ({"dynamic_sampling": True, "max_left_out_groups": 1}, [[0.0, 0.0]], [1]),
+        ({}, [[0.0, 0.0]], [0]),
+    ):
+        config = run_config(staleness=0, overprovision=1.0, batch_groups=1, **rl)
+        engine, trainer = CountingEngine(), CountingTrainer()
+        rollouts = ScriptedRollouts([1] * 4, engine, rewards)
+        reports = asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(1))
+        assert rewards_trained(trainer) == trained
+        assert [r.groups_left_out for r in reports] == left_out
+        assert reports[0].sampled_reward_mean == 0.0

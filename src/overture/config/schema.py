@@ -200,6 +200,18 @@ class RLConfig(Section):
     kl_coef: float = Field(0.0, ge=0)
     mask_truncated: bool = True
     drop_zero_signal_groups: bool = False
+    dynamic_sampling: bool = Field(
+        False,
+        description="DAPO's dynamic sampling: a complete group whose rewards are all equal is left "
+        "out of the batch (counted in the step's report) and a new group takes its place, so a batch "
+        "holds groups with signal; up to rl.max_left_out_groups a batch",
+    )
+    max_left_out_groups: int = Field(
+        16,
+        ge=0,
+        description="dynamic sampling: zero-signal groups a batch may leave out; past that they join "
+        "it, so a policy that solves every task or none still reaches its steps",
+    )
     constant_normalizer: int = Field(
         4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"
     )

@@ -108,7 +108,7 @@ def step_note(report: StepReport) -> str:
     """One line of an RL step's figures for the progress bar."""
     lag = max(report.staleness, default=0)
     return (
-        f"reward {report.reward_mean:.3f}  pass {report.resolved_share:.2f}  "
+        f"reward {report.sampled_reward_mean:.3f}  pass {report.resolved_share:.2f}  "
         f"{report.tokens_per_s:,.0f} tok/s  "
         f"staleness {lag}  partial {report.episodes_aborted}/{report.episodes_resumed}"
     )

@@ -482,6 +482,7 @@ class MainJob:
             "episodes_aborted": 0,
             "episodes_resumed": 0,
             "groups_dropped_stale": 0,
+            "groups_left_out": 0,
             "tokens_generated": 0,
             **totals,
         }
@@ -576,9 +577,11 @@ class MainJob:
         write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
         totals["batches"] = number
         totals["optimizer_steps"] = optimizer_steps
-        totals["rewards"].append(report.reward_mean)
+        totals["rewards"].append(report.sampled_reward_mean)  # the batch's, unless groups were left out
         totals["max_staleness"] = max(totals["max_staleness"], max(report.staleness, default=0))
-        for key in ("episodes_aborted", "episodes_resumed", "groups_dropped_stale", "tokens_generated"):
+        for key in (
+            "episodes_aborted", "episodes_resumed", "groups_dropped_stale", "groups_left_out", "tokens_generated"
+        ):  # fmt: skip
             totals[key] += getattr(report, key)
         every = self.config.training.checkpoint_every
         if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
@@ -647,6 +650,7 @@ class MainJob:
                         "episodes_aborted",
                         "episodes_resumed",
                         "groups_dropped_stale",
+                        "groups_left_out",
                         "tokens_generated",
                     )
                 },

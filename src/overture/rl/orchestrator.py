@@ -21,6 +21,12 @@ flight and the groups started (less those dropped) stay below (η + v + 1) × B,
 trainer's version. A complete group joins a batch only if every policy token's version is
 ≥ v − η; otherwise it is dropped, counted, and its task re-queued.
 
+Dynamic sampling (DAPO, `rl.dynamic_sampling`): a group whose rewards are all equal gives every
+advantage 0, so it is left out of the batch as it completes (counted, its task not re-queued)
+and a new group takes its place and its staleness capacity. Up to `rl.max_left_out_groups` a
+batch; past that such groups join the batch, so a policy that solves every task or none still
+reaches its steps (which then train on the KL term alone, or are skipped).
+
 Engine, trainer and rollout groups are reached through small async interfaces (`EngineHandle`,
 `TrainerHandle`, `Rollouts`), in process by default (`LocalEngine`, `LocalTrainer`: heavy compute
 runs off the event loop; `LocalRollouts`), and as Ray actors when `runtime.ray` is set
@@ -39,6 +45,7 @@ from typing import Any, Protocol
 
 from overture.agent import Policy, ToolSet, Trajectory
 from overture.config import RunConfig
+from overture.rl.advantages import zero_signal_groups
 from overture.rl.engine_policy import EnginePolicy
 from overture.rl.rollout_groups import (
     GroupRun,
@@ -157,8 +164,11 @@ class StepReport:
     then `version` stays and `train_metrics["skipped"]` is 1), JSON-ready through `to_dict()`.
 
     Counts (`groups_dropped_stale`, `episodes_*`, `requests_resent`, `tokens_generated`,
-    `generation_idle_s`, `wall_s`) cover the time since the previous report; `requests_resent`
-    counts generation requests sent again because the engine's process died (Ray only).
+    `generation_idle_s`, `wall_s`, `groups_left_out`) cover the time since the previous report;
+    `requests_resent` counts generation requests sent again because the engine's process died
+    (Ray only); `groups_left_out` counts zero-signal groups dynamic sampling kept out of batches.
+    `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
+    which is the policy's reward on what it sampled.
     `staleness` maps trainer version minus a trajectory's oldest token version to the number of
     admitted trajectories with that lag.
     """
@@ -180,6 +190,8 @@ class StepReport:
     tokens_generated: int
     wall_s: float
     requests_resent: int = 0
+    groups_left_out: int = 0
+    sampled_reward_mean: float = 0.0
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
 
@@ -248,6 +260,8 @@ class Orchestrator:
         self.batch_groups, self.staleness_bound = config.rl.batch_groups, config.rl.staleness
         self.max_in_flight = groups_in_flight(config)
         self.partial = config.rl.overprovision > 1
+        self.dynamic_sampling = config.rl.dynamic_sampling
+        self.max_left_out = config.rl.max_left_out_groups
         self.queue = TaskQueue(train, config.seed)
         self.rollouts = rollouts
         self.version = trainer.version
@@ -256,6 +270,8 @@ class Orchestrator:
         self._complete: list[tuple[GroupRun, list[Trajectory]]] = []
         self._started = 0  # groups started and not dropped (AReaL's accepted + running)
         self._dropped = 0
+        self._left_out_of_batch = 0  # zero-signal groups left out while this batch gathers
+        self._left_out_rewards: list[float] = []  # their rewards, since the last report
         self._group_ids = 0
         self._changed = asyncio.Event()
         self._error: BaseException | None = None
@@ -291,6 +307,7 @@ class Orchestrator:
             if len(self._complete) >= self.batch_groups:
                 batch = self._complete[: self.batch_groups]
                 del self._complete[: self.batch_groups]
+                self._left_out_of_batch = 0
                 return batch
             self._changed.clear()
             await self._changed.wait()
@@ -358,10 +375,26 @@ class Orchestrator:
         if error is not None:
             self._error = self._error or error
         else:
-            self._complete.append((group, runner.result()))
+            trajectories = runner.result()
+            if self._leaves_out(trajectories):
+                self._started -= 1  # its place and its staleness capacity go to a new group
+            else:
+                self._complete.append((group, trajectories))
             if not (self.partial and len(self._complete) >= self.batch_groups):
                 self._fill()  # in partial mode a full batch's places are filled once the rest is paused
         self._changed.set()
+
+    def _leaves_out(self, trajectories: list[Trajectory]) -> bool:
+        """Dynamic sampling: whether this complete group stays out of the batch (all rewards
+        equal, and the batch has left out fewer than `rl.max_left_out_groups`); counts it if so."""
+        if not self.dynamic_sampling or self._left_out_of_batch >= self.max_left_out:
+            return False
+        rewards = [t.reward for t in trajectories]
+        if not bool(zero_signal_groups(rewards, len(rewards))[0]):
+            return False
+        self._left_out_of_batch += 1
+        self._left_out_rewards.extend(rewards)
+        return True
 
     def _drop_stale(self) -> None:
         """Drop complete groups holding a token older than trainer version − η; re-queue their tasks."""
@@ -403,6 +436,8 @@ class Orchestrator:
         policy_tokens = sum(len(v) for v in versions)
         off_policy = sum(1 for vs in versions for v in vs if v < trained_under)
         dropped, self._dropped = self._dropped, 0
+        left_out, self._left_out_rewards = self._left_out_rewards, []
+        sampled = [t.reward for t in trajectories] + left_out
         return StepReport(
             step=step,
             version=self.version,
@@ -416,6 +451,8 @@ class Orchestrator:
             episodes_retried=int(counts["retried"]),
             episodes_failed=int(counts["failed"]),
             requests_resent=int(counts.get("requests_resent", 0)),
+            groups_left_out=len(left_out) // self.config.rl.group_size,
+            sampled_reward_mean=sum(sampled) / len(sampled),
             multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),
             generation_idle_s=round(counts["idle_s"], 6),
             training_s=round(training_s, 6),
