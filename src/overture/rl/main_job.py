@@ -101,6 +101,14 @@ from overture.text.corpus import package_sources
 from overture.text.tokenizer import TOKENIZER_FILE
 
 STATE_FILE = "job_state.json"
+# The RL phase's step-report counts summed over its steps (and kept across --resume).
+RL_COUNTS = (
+    "episodes_aborted",
+    "episodes_resumed",
+    "groups_dropped_stale",
+    "groups_left_out",
+    "tokens_generated",
+)
 
 
 class JobState:
@@ -479,11 +487,7 @@ class MainJob:
             "optimizer_steps": 0,
             "rewards": [],
             "max_staleness": 0,
-            "episodes_aborted": 0,
-            "episodes_resumed": 0,
-            "groups_dropped_stale": 0,
-            "groups_left_out": 0,
-            "tokens_generated": 0,
+            **dict.fromkeys(RL_COUNTS, 0),
             **totals,
         }
         done = totals["batches"]
@@ -579,9 +583,7 @@ class MainJob:
         totals["optimizer_steps"] = optimizer_steps
         totals["rewards"].append(report.sampled_reward_mean)  # the batch's, unless groups were left out
         totals["max_staleness"] = max(totals["max_staleness"], max(report.staleness, default=0))
-        for key in (
-            "episodes_aborted", "episodes_resumed", "groups_dropped_stale", "groups_left_out", "tokens_generated"
-        ):  # fmt: skip
+        for key in RL_COUNTS:
             totals[key] += getattr(report, key)
         every = self.config.training.checkpoint_every
         if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
@@ -643,17 +645,7 @@ class MainJob:
                 "optimizer_steps": totals["optimizer_steps"],
                 "reward_first": rewards[0],
                 "reward_last": rewards[-1],
-                **{
-                    key: totals[key]
-                    for key in (
-                        "max_staleness",
-                        "episodes_aborted",
-                        "episodes_resumed",
-                        "groups_dropped_stale",
-                        "groups_left_out",
-                        "tokens_generated",
-                    )
-                },
+                **{key: totals[key] for key in ("max_staleness", *RL_COUNTS)},
             },
             "final_checkpoint": str(final),
             "phase_seconds": self.seconds,
