@@ -97,10 +97,12 @@ async def evaluate(
     config: RunConfig,
     samples: int = 1,
     ks: Sequence[int] = (1,),
-    concurrency: int = 8,
+    concurrency: int | None = None,
     progress: Callable[[Trajectory], None] | None = None,
 ) -> tuple[EvalReport, list[Trajectory]]:
-    """Run `samples` graded episodes of `policy` per task, `concurrency` at a time."""
+    """Run `samples` graded episodes of `policy` per task, `concurrency` at a time (by default
+    `sandbox.max_live`: an episode holds its sandbox from its first turn to its grade)."""
+    concurrency = concurrency or config.sandbox.max_live
     if samples < 1:
         raise ValueError(f"samples must be at least 1, got {samples}")
     if any(k > samples for k in ks):
