@@ -33,9 +33,9 @@ def tiny_model_config(**overrides) -> ModelConfig:
     return ModelConfig(**fields)
 
 
-def assert_engine_option_changes_nothing(option: str) -> None:
+def assert_engine_option_changes_nothing(option: str, **settings) -> None:
     """An engine with the boolean engine `option` on (a C kernel) samples the same tokens as one
-    with it off, with logprobs within 1e-5."""
+    with it off, with logprobs within 1e-5; both with the other engine `settings` given."""
     from overture.engine import Engine
     from overture.model import Transformer
 
@@ -43,7 +43,7 @@ def assert_engine_option_changes_nothing(option: str) -> None:
     prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13]]
     runs = {}
     for on in (True, False):
-        with Engine(model, kv_block_size=4, **{option: on}) as engine:
+        with Engine(model, kv_block_size=4, **settings, **{option: on}) as engine:
             runs[on] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
     for got, want in zip(runs[True], runs[False], strict=True):
         assert got.token_ids == want.token_ids
@@ -52,10 +52,19 @@ def assert_engine_option_changes_nothing(option: str) -> None:
 
 @pytest.fixture
 def no_compiler(monkeypatch, tmp_path):
-    """No C compiler and an empty kernel cache, so no kernel can be built (a test clears the cached
-    `library()` it checks before and after)."""
+    """No C compiler and an empty kernel cache, so no kernel can be built. Every kernel's cached
+    `library()` is forgotten before the test and after it: inside, each is looked up afresh (and
+    found absent); after, none stays absent for the tests that follow."""
+    from overture.engine import native_attention, native_gemm, native_sampling
+
+    libraries = [kernel.library for kernel in (native_attention, native_gemm, native_sampling)]
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("OVERTURE_KERNEL_CACHE", str(tmp_path / "kernels"))
+    for library in libraries:
+        library.cache_clear()
+    yield
+    for library in libraries:
+        library.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -109,16 +109,12 @@ def test_an_engine_on_the_kernel_samples_as_one_on_torchs_gemms():
 
 
 def test_without_a_compiler_the_engine_runs_torchs_gemms(no_compiler):
-    native_gemm.library.cache_clear()
-    try:
-        assert native_gemm.library() is None
-        _, x, indices, weights, packed = experts_and_routes(2)
-        with pytest.raises(RuntimeError, match="not built"):
-            native_gemm.routed_experts(x, indices, weights, *packed)
-        model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
-        with Engine(model) as engine:
-            assert not engine._scheduler.forward.decoder.native_gemm
-            (out,) = engine.generate([[1, 2, 3]], max_new_tokens=4, temperature=0.0)
-        assert len(out.token_ids) == 4
-    finally:
-        native_gemm.library.cache_clear()
+    assert native_gemm.library() is None
+    _, x, indices, weights, packed = experts_and_routes(2)
+    with pytest.raises(RuntimeError, match="not built"):
+        native_gemm.routed_experts(x, indices, weights, *packed)
+    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+    with Engine(model) as engine:
+        assert not engine._scheduler.forward.decoder.native_gemm
+        (out,) = engine.generate([[1, 2, 3]], max_new_tokens=4, temperature=0.0)
+    assert len(out.token_ids) == 4
