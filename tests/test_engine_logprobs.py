@@ -97,3 +97,24 @@ def test_paged_forward_distributions_match_the_training_forward(model):
     print(f"full distributions: mean |Δ| {delta.mean():.2e}, max {delta.max():.2e}, KL mean {kl.mean():.2e}")
     assert delta.mean() <= 1e-5
     assert kl.abs().max() <= 1e-6
+
+
+def test_a_bfloat16_cache_moves_logprobs_only_by_its_rounding(model):
+    prompts = [[5, 6, 7], list(range(10, 40)), [1, 2]]
+    with Engine(model, kv_block_size=4, kv_cache_dtype="bfloat16") as engine:
+        assert engine.cache.keys[0].dtype == engine.cache.values[0].dtype == torch.bfloat16
+        completions = engine.generate(prompts, max_new_tokens=24, temperature=1.0, seed=11)
+    delta = torch.cat(
+        [
+            (torch.tensor(c.logprobs) - forward_logprobs(model, prompt, c.token_ids)[1]).abs()
+            for prompt, c in zip(prompts, completions, strict=True)
+        ]
+    )
+    print(f"bfloat16 cache: mean |Δ logprob| = {delta.mean():.2e}, max {delta.max():.2e}")
+    # Keys and values rounded to 8 significant bits: off the float32 forward, but not by much.
+    assert 1e-5 < delta.mean() <= 1e-2
+
+
+def test_a_cache_dtype_the_engine_does_not_serve_is_refused(model):
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        Engine(model, kv_cache_dtype="float16")

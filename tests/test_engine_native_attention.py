@@ -21,8 +21,10 @@ needs_kernel = pytest.mark.skipif(
 )
 
 
-def random_cache(blocks: int, block_size: int, kv_heads: int, head_dim: int, seed: int = 0) -> PagedKVCache:
-    cache = PagedKVCache(1, blocks, block_size, kv_heads, head_dim, torch.float32, torch.device("cpu"))
+def random_cache(
+    blocks: int, block_size: int, kv_heads: int, head_dim: int, seed: int = 0, dtype=torch.float32
+) -> PagedKVCache:
+    cache = PagedKVCache(1, blocks, block_size, kv_heads, head_dim, dtype, torch.device("cpu"))
     gen = torch.Generator().manual_seed(seed)
     cache.keys[0].copy_(torch.randn(cache.keys[0].shape, generator=gen))
     cache.values[0].copy_(torch.randn(cache.values[0].shape, generator=gen))
@@ -30,8 +32,9 @@ def random_cache(blocks: int, block_size: int, kv_heads: int, head_dim: int, see
 
 
 def torch_attention(q, cache: PagedKVCache, tables, positions) -> torch.Tensor:
-    """B×T×Hq×D queries over the gathered blocks, each attending positions 0 … its own."""
-    keys, values = cache.gather(0, tables)
+    """B×T×Hq×D queries over the gathered blocks (widened to the queries' float32), each
+    attending positions 0 … its own."""
+    keys, values = (t.to(q.dtype) for t in cache.gather(0, tables))
     key_positions = torch.arange(keys.shape[2])
     mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]
     out = F.scaled_dot_product_attention(
@@ -43,12 +46,14 @@ def torch_attention(q, cache: PagedKVCache, tables, positions) -> torch.Tensor:
 @needs_kernel
 @pytest.mark.parametrize(
     ("q_heads", "kv_heads", "head_dim"),
-    [(4, 2, 64), (4, 4, 128), (6, 2, 16)],  # GQA; one query head per key head; a generic head size
+    # GQA at each head size compiled as a constant; one query head per key head; a generic head size
+    [(4, 2, 32), (4, 2, 64), (4, 4, 128), (6, 2, 16)],
 )
 @pytest.mark.parametrize("tokens", [1, 3])  # a decode step; the rest of a prompt after a cached prefix
-def test_the_kernel_matches_gather_and_sdpa(q_heads, kv_heads, head_dim, tokens):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # the cache's
+def test_the_kernel_matches_gather_and_sdpa(q_heads, kv_heads, head_dim, tokens, dtype):
     block_size, width, batch = 4, 6, 5
-    cache = random_cache(40, block_size, kv_heads, head_dim)
+    cache = random_cache(40, block_size, kv_heads, head_dim, dtype=dtype)
     # Scattered, distinct blocks per sequence, as a pool hands them out after some churn.
     tables = (torch.randperm(39)[: batch * width] + 1).view(batch, width)
     ends = torch.tensor([0, 5, 11, 17, 23])  # from a single key to the table's last slot
@@ -91,6 +96,13 @@ def test_bad_inputs_name_what_is_wrong():
         native_attention.paged_attention(
             q, cache.keys[0], cache.values[0], torch.tensor([[1, 10]]), torch.tensor([[3]])
         )
+    half = random_cache(10, 4, 2, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"cache must be one of .*got torch\.float16"):
+        native_attention.paged_attention(q, half.keys[0], half.values[0], tables, torch.tensor([[3]]))
+    with pytest.raises(ValueError, match=r"values must be torch\.float32"):
+        native_attention.paged_attention(
+            q, cache.keys[0], cache.values[0].bfloat16(), tables, torch.tensor([[3]])
+        )
     with pytest.raises(ValueError, match="not a multiple"):
         native_attention.paged_attention(
             torch.randn(1, 1, 3, 64), cache.keys[0], cache.values[0], tables, torch.tensor([[3]])
@@ -106,23 +118,19 @@ def test_loading_the_kernel_keeps_subnormals():
 
 
 def test_without_a_compiler_the_library_is_absent_and_the_engine_gathers(no_compiler):
-    native_attention.library.cache_clear()
-    try:
-        assert native_attention.library() is None
-        with pytest.raises(RuntimeError, match="not built"):
-            native_attention.paged_attention(
-                torch.randn(1, 1, 2, 8),
-                torch.zeros(2, 4, 2, 8),
-                torch.zeros(2, 4, 2, 8),
-                torch.tensor([[1]]),
-                torch.tensor([[0]]),
-            )
-        model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
-        with Engine(model) as engine:
-            (out,) = engine.generate([[1, 2, 3]], max_new_tokens=4, temperature=0.0)
-        assert len(out.token_ids) == 4
-    finally:
-        native_attention.library.cache_clear()
+    assert native_attention.library() is None
+    with pytest.raises(RuntimeError, match="not built"):
+        native_attention.paged_attention(
+            torch.randn(1, 1, 2, 8),
+            torch.zeros(2, 4, 2, 8),
+            torch.zeros(2, 4, 2, 8),
+            torch.tensor([[1]]),
+            torch.tensor([[0]]),
+        )
+    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+    with Engine(model) as engine:
+        (out,) = engine.generate([[1, 2, 3]], max_new_tokens=4, temperature=0.0)
+    assert len(out.token_ids) == 4
 
 
 @needs_kernel
@@ -153,5 +161,6 @@ def test_a_failed_build_is_reported_with_the_compiler_output(monkeypatch, tmp_pa
 
 
 @needs_kernel
-def test_an_engine_reading_the_cache_in_place_samples_as_one_that_gathers():
-    assert_engine_option_changes_nothing("native_attention")
+@pytest.mark.parametrize("cache_dtype", ["auto", "bfloat16"])
+def test_an_engine_reading_the_cache_in_place_samples_as_one_that_gathers(cache_dtype):
+    assert_engine_option_changes_nothing("native_attention", kv_cache_dtype=cache_dtype)

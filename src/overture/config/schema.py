@@ -283,6 +283,12 @@ class EngineConfig(Section):
     kv_cache_tokens: int = Field(
         32_768, gt=0, description="KV cache pool size in tokens (rounded up to whole blocks)"
     )
+    kv_cache_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="what the KV cache stores; auto = the model's dtype. bfloat16 under a float32 "
+        "model halves the bytes a decode step's attention reads (its rounding moves the sampled "
+        "tokens' logprobs slightly off the trainer's)",
+    )
     max_model_len: int = Field(
         0, ge=0, description="longest prompt + completion; 0 = the model's max_position_embeddings"
     )
@@ -314,7 +320,8 @@ class EngineConfig(Section):
     )
     native_attention: bool = Field(
         True,
-        description="on CPU with a float32 cache, decode attention reads the paged KV cache in place "
+        description="on CPU under a float32 model, with a float32 or bfloat16 cache, decode attention "
+        "reads the paged KV cache in place "
         "through a C kernel built on first use (overture.engine.native_attention); false, or without "
         "a C compiler: gather the blocks and use torch's attention",
     )

@@ -397,6 +397,6 @@ def _build_cache(model: Transformer, config: EngineConfig) -> PagedKVCache:
         block_size=config.kv_block_size,
         kv_heads=model_config.num_key_value_heads,
         head_dim=model_config.head_dim,
-        dtype=weight.dtype,
+        dtype=weight.dtype if config.kv_cache_dtype == "auto" else getattr(torch, config.kv_cache_dtype),
         device=weight.device,
     )

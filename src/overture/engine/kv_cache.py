@@ -169,13 +169,14 @@ class PagedKVCache:
         return -(-tokens // self.block_size)
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store k, v (N×kv_heads×head_dim) at flat slot indices `slots` (N)."""
-        self.keys[layer].view(-1, *k.shape[1:])[slots] = k
-        self.values[layer].view(-1, *v.shape[1:])[slots] = v
+        """Store k, v (N×kv_heads×head_dim) at flat slot indices `slots` (N), in the cache's dtype."""
+        keys, values = self.keys[layer], self.values[layer]
+        keys.view(-1, *k.shape[1:])[slots] = k.to(keys.dtype)
+        values.view(-1, *v.shape[1:])[slots] = v.to(values.dtype)
 
     def gather(self, layer: int, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of the sequences whose block tables are the rows of `tables` (B×n),
-        in position order, as B×kv_heads×(n·block_size)×head_dim."""
+        in position order, as B×kv_heads×(n·block_size)×head_dim, in the cache's dtype."""
         return self._gather_one(self.keys[layer], tables), self._gather_one(self.values[layer], tables)
 
     @staticmethod

@@ -6,7 +6,8 @@ The decode step's torch path gathers each sequence's KV blocks into a contiguous
 kernel reads keys and values where they lie, once each.
 
 Where the kernel cannot be built `library()` returns None (`c_kernels` logs why) and callers use
-the torch path. `paged_attention` serves float32 tensors on CPU only.
+the torch path. `paged_attention` serves float32 queries over a float32 or bfloat16 cache, on CPU
+only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import torch
 from overture.engine import c_kernels
 
 SOURCE = Path(__file__).with_name("paged_attention.c")
+# The cache dtypes the kernel reads, and its entry point for each.
+_KERNELS = {torch.float32: "paged_attention_f32", torch.bfloat16: "paged_attention_bf16"}
+CACHE_DTYPES = tuple(_KERNELS)
 _ERRORS = {-1: "a query position lies beyond its block table", -2: "out of memory for attention scores"}
 
 
@@ -28,7 +32,7 @@ def library() -> ctypes.CDLL | None:
     """The built kernel library, building it on first use; None (logged once) if it cannot be."""
     return c_kernels.load(
         SOURCE,
-        {"paged_attention_f32": [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 7 + [ctypes.c_float]},
+        {name: [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 7 + [ctypes.c_float] for name in _KERNELS.values()},
         "decode attention gathers the KV cache in torch",
     )
 
@@ -75,13 +79,16 @@ class PagedAttention:
         if tuple(self.positions.shape) != (batch, tokens):
             raise ValueError(f"positions {tuple(self.positions.shape)} do not fit queries {batch}×{tokens}")
         c_kernels.require("q", q, torch.float32)
-        c_kernels.require("keys", keys, torch.float32)
-        c_kernels.require("values", values, torch.float32)
+        kernel = _KERNELS.get(keys.dtype)
+        if kernel is None:
+            raise ValueError(f"the cache must be one of {CACHE_DTYPES}, got {keys.dtype}")
+        c_kernels.require("keys", keys, keys.dtype)
+        c_kernels.require("values", values, keys.dtype)
         if not (keys.is_contiguous() and values.is_contiguous()):
             raise ValueError("the cache tensors must be contiguous")
         q = q.contiguous()
         out = torch.empty_like(q)
-        status = self.lib.paged_attention_f32(
+        status = getattr(self.lib, kernel)(
             q.data_ptr(),
             keys.data_ptr(),
             values.data_ptr(),

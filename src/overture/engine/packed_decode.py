@@ -17,7 +17,8 @@ several (the rest of a prompt whose beginning the prefix cache holds):
   only the chosen experts.
 
 A decode step's attention reads the paged cache in place through `native_attention` (a C
-kernel) where it is built and the cache is float32 on CPU; otherwise, and for rows of several
+kernel) where it is built, the model is float32 and the cache float32 or bfloat16 on CPU
+(`engine.kv_cache_dtype`); otherwise, and for rows of several
 tokens, each sequence's blocks are gathered into one tensor for `scaled_dot_product_attention`
 under a position mask.
 
@@ -244,7 +245,8 @@ class PackedDecoder:
         native = (
             self.native_attention
             and length == 1
-            and cache.keys[0].dtype == torch.float32
+            and model.embed_tokens.weight.dtype == torch.float32
+            and cache.keys[0].dtype in native_attention.CACHE_DTYPES
             and native_attention.supports(tokens, cache.keys[0])
         )
         if native:  # tables and positions checked once for every layer
@@ -270,7 +272,7 @@ class PackedDecoder:
             if native:
                 attended = attend(q.transpose(1, 2), cache.keys[index], cache.values[index])
             else:
-                keys, values = cache.gather(index, tables)
+                keys, values = (t.to(q.dtype) for t in cache.gather(index, tables))
                 attended = F.scaled_dot_product_attention(
                     q, keys, values, attn_mask=mask, enable_gqa=kv_heads != heads
                 ).transpose(1, 2)

@@ -1,10 +1,14 @@
-/* Attention of new tokens over a paged KV cache, read in place (float32, one CPU thread).
+/* Attention of new tokens over a paged KV cache, read in place (one CPU thread).
 
    The torch path of a decode step gathers every sequence's blocks into one contiguous tensor
    and then runs scaled-dot-product attention over it: the cache is read, written again and
    read once more, every step, for every layer. This kernel reads each key and value once,
    straight from its block, and uses it for every query head while it is in cache (a key slot
    holds all key heads side by side; query heads map to key heads in groups, as in GQA).
+
+   The cache holds float32 (`paged_attention_f32`) or bfloat16 (`paged_attention_bf16`: half the
+   bytes to read, each widened to float32 as it is loaded); queries, scores, softmax and outputs
+   are float32 either way.
 
    Layouts (row-major, contiguous):
      q, out     rows × q_heads × head_dim, rows = batch × tokens (the query tokens of sequence b
@@ -25,27 +29,47 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Element i of a cache tensor as float32; `bf16` is a constant at every call site, so each
+   kernel compiles its own loads (a bfloat16 is the top half of a float32's bits). */
+static inline __attribute__((always_inline)) float load(const void *restrict base, int64_t i, const int bf16) {
+    if (!bf16) return ((const float *)base)[i];
+    const uint32_t bits = (uint32_t)((const uint16_t *)base)[i] << 16;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* Blocks lie anywhere in the pool, so the hardware prefetcher, which follows one page, does not
+   see the next block coming: ask for it, a cache line at a time, while this one is read. */
+static inline void prefetch_block(const char *start, int64_t bytes) {
+    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(start + i, 0, 3);
+}
 
 /* All query heads of one row over its keys; `head_dim` is a constant where the caller passes one,
    so the loops over it compile to straight vector code. */
 static inline __attribute__((always_inline)) void attend_row(
-    const float *restrict query, const float *restrict keys, const float *restrict values,
+    const float *restrict query, const char *restrict keys, const char *restrict values,
     const int64_t *restrict table, float *restrict result, float *restrict scores, int64_t count,
     int64_t q_heads, int64_t kv_heads, const int64_t head_dim, int64_t block_size, int64_t max_keys,
-    float scale) {
+    float scale, const int bf16) {
     const int64_t group = q_heads / kv_heads;
     const int64_t slot_stride = kv_heads * head_dim;
+    const int64_t block_bytes = block_size * slot_stride * (bf16 ? 2 : 4);
     /* Scores, key by key: a key slot's heads are adjacent, so each is read once, in order. */
     for (int64_t first = 0, block = 0; first < count; first += block_size, block++) {
-        const float *key = keys + table[block] * block_size * slot_stride;
+        const char *key_block = keys + table[block] * block_bytes;
         const int64_t last = first + block_size < count ? first + block_size : count;
-        for (int64_t p = first; p < last; p++, key += slot_stride) {
+        if (last < count) prefetch_block(keys + table[block + 1] * block_bytes, block_bytes);
+        for (int64_t p = first; p < last; p++) {
+            const int64_t slot = (p - first) * slot_stride;
             for (int64_t kv = 0, h = 0; kv < kv_heads; kv++) {
-                const float *b = key + kv * head_dim;
                 for (int64_t g = 0; g < group; g++, h++) {
                     const float *a = query + h * head_dim;
                     float sum = 0.0f;
-                    for (int64_t d = 0; d < head_dim; d++) sum += a[d] * b[d];
+                    for (int64_t d = 0; d < head_dim; d++)
+                        sum += a[d] * load(key_block, slot + kv * head_dim + d, bf16);
                     scores[h * max_keys + p] = sum * scale;
                 }
             }
@@ -67,26 +91,29 @@ static inline __attribute__((always_inline)) void attend_row(
     /* Weighted sum of the values, in the same order. */
     for (int64_t i = 0; i < q_heads * head_dim; i++) result[i] = 0.0f;
     for (int64_t first = 0, block = 0; first < count; first += block_size, block++) {
-        const float *value = values + table[block] * block_size * slot_stride;
+        const char *value_block = values + table[block] * block_bytes;
         const int64_t last = first + block_size < count ? first + block_size : count;
-        for (int64_t p = first; p < last; p++, value += slot_stride) {
+        if (last < count) prefetch_block(values + table[block + 1] * block_bytes, block_bytes);
+        for (int64_t p = first; p < last; p++) {
+            const int64_t slot = (p - first) * slot_stride;
             for (int64_t kv = 0, h = 0; kv < kv_heads; kv++) {
-                const float *v = value + kv * head_dim;
                 for (int64_t g = 0; g < group; g++, h++) {
                     const float weight = scores[h * max_keys + p];
                     float *acc = result + h * head_dim;
-                    for (int64_t d = 0; d < head_dim; d++) acc[d] += weight * v[d];
+                    for (int64_t d = 0; d < head_dim; d++)
+                        acc[d] += weight * load(value_block, slot + kv * head_dim + d, bf16);
                 }
             }
         }
     }
 }
 
-int paged_attention_f32(const float *restrict q, const float *restrict keys, const float *restrict values,
-                        const int64_t *restrict tables, const int64_t *restrict positions,
-                        float *restrict out, int64_t batch, int64_t tokens, int64_t width,
-                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t block_size,
-                        float scale) {
+/* Every row of the batch, with the head sizes models use as compile-time constants. */
+static inline __attribute__((always_inline)) int attend_all(
+    const float *restrict q, const void *restrict keys, const void *restrict values,
+    const int64_t *restrict tables, const int64_t *restrict positions, float *restrict out,
+    int64_t batch, int64_t tokens, int64_t width, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+    int64_t block_size, float scale, const int bf16) {
     const int64_t max_keys = width * block_size;
     float *scores = malloc(sizeof(float) * (size_t)(q_heads * max_keys));
     if (scores == NULL) return -2;
@@ -99,16 +126,37 @@ int paged_attention_f32(const float *restrict q, const float *restrict keys, con
         const float *query = q + row * q_heads * head_dim;
         const int64_t *table = tables + (row / tokens) * width;
         float *result = out + row * q_heads * head_dim;
-        if (head_dim == 64)
-            attend_row(query, keys, values, table, result, scores, count, q_heads, kv_heads, 64,
-                       block_size, max_keys, scale);
+#define ATTEND(dim)                                                                                    \
+    attend_row(query, keys, values, table, result, scores, count, q_heads, kv_heads, dim, block_size, \
+               max_keys, scale, bf16)
+        if (head_dim == 32)
+            ATTEND(32);
+        else if (head_dim == 64)
+            ATTEND(64);
         else if (head_dim == 128)
-            attend_row(query, keys, values, table, result, scores, count, q_heads, kv_heads, 128,
-                       block_size, max_keys, scale);
+            ATTEND(128);
         else
-            attend_row(query, keys, values, table, result, scores, count, q_heads, kv_heads, head_dim,
-                       block_size, max_keys, scale);
+            ATTEND(head_dim);
+#undef ATTEND
     }
     free(scores);
     return 0;
+}
+
+int paged_attention_f32(const float *restrict q, const float *restrict keys, const float *restrict values,
+                        const int64_t *restrict tables, const int64_t *restrict positions,
+                        float *restrict out, int64_t batch, int64_t tokens, int64_t width,
+                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t block_size,
+                        float scale) {
+    return attend_all(q, keys, values, tables, positions, out, batch, tokens, width, q_heads, kv_heads,
+                      head_dim, block_size, scale, 0);
+}
+
+int paged_attention_bf16(const float *restrict q, const uint16_t *restrict keys,
+                         const uint16_t *restrict values, const int64_t *restrict tables,
+                         const int64_t *restrict positions, float *restrict out, int64_t batch,
+                         int64_t tokens, int64_t width, int64_t q_heads, int64_t kv_heads,
+                         int64_t head_dim, int64_t block_size, float scale) {
+    return attend_all(q, keys, values, tables, positions, out, batch, tokens, width, q_heads, kv_heads,
+                      head_dim, block_size, scale, 1);
 }
