@@ -44,7 +44,10 @@ def prompts_for(batch: int, length: int, vocab: int, seed: int) -> list[list[int
 
 def step_seconds(engine: Engine, prompts: list[list[int]], steps: int) -> float:
     """Mean wall time of an engine step while every prompt decodes (prefills done)."""
-    handles = [engine.submit(p, max_new_tokens=steps + 8, temperature=1.0, seed=i) for i, p in enumerate(prompts)]
+    handles = [
+        engine.submit(prompt, max_new_tokens=steps + 8, temperature=1.0, seed=i)
+        for i, prompt in enumerate(prompts)
+    ]
     while True:
         stats = engine.stats()
         if stats["waiting"] == 0 and stats["running"] == len(prompts):
