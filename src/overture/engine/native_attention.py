@@ -23,7 +23,6 @@ from overture.engine import c_kernels
 SOURCE = Path(__file__).with_name("paged_attention.c")
 # The cache dtypes the kernel reads, and its entry point for each.
 _KERNELS = {torch.float32: "paged_attention_f32", torch.bfloat16: "paged_attention_bf16"}
-CACHE_DTYPES = tuple(_KERNELS)
 _ERRORS = {-1: "a query position lies beyond its block table", -2: "out of memory for attention scores"}
 
 
@@ -44,6 +43,12 @@ def available() -> bool:
 def supports(*tensors: torch.Tensor) -> bool:
     """Whether these tensors are on the CPU and the kernel is built (dtypes are the caller's)."""
     return all(t.device.type == "cpu" for t in tensors) and available()
+
+
+def serves(query_dtype: torch.dtype, cache: torch.Tensor, *others: torch.Tensor) -> bool:
+    """Whether the kernel can attend queries of `query_dtype` over `cache` (a layer's keys): float32
+    queries, a cache dtype it reads, everything on the CPU, the kernel built."""
+    return query_dtype == torch.float32 and cache.dtype in _KERNELS and supports(cache, *others)
 
 
 class PagedAttention:
@@ -81,9 +86,9 @@ class PagedAttention:
         c_kernels.require("q", q, torch.float32)
         kernel = _KERNELS.get(keys.dtype)
         if kernel is None:
-            raise ValueError(f"the cache must be one of {CACHE_DTYPES}, got {keys.dtype}")
-        c_kernels.require("keys", keys, keys.dtype)
-        c_kernels.require("values", values, keys.dtype)
+            raise ValueError(f"the cache must be one of {tuple(_KERNELS)}, got {keys.dtype}")
+        for name, tensor in (("keys", keys), ("values", values)):
+            c_kernels.require(name, tensor, keys.dtype)  # on the CPU, both of one dtype
         if not (keys.is_contiguous() and values.is_contiguous()):
             raise ValueError("the cache tensors must be contiguous")
         q = q.contiguous()

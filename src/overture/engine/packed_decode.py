@@ -245,9 +245,7 @@ class PackedDecoder:
         native = (
             self.native_attention
             and length == 1
-            and model.embed_tokens.weight.dtype == torch.float32
-            and cache.keys[0].dtype in native_attention.CACHE_DTYPES
-            and native_attention.supports(tokens, cache.keys[0])
+            and native_attention.serves(model.embed_tokens.weight.dtype, cache.keys[0], tokens)
         )
         if native:  # tables and positions checked once for every layer
             attend = native_attention.PagedAttention(tables, positions, cache.keys[0].shape[0])
