@@ -26,6 +26,7 @@ checkpoint (e.g. an SFT checkpoint and its tokenizer) for multi-turn episodes of
 lengths, where cutting stragglers (partial rollouts) matters, and for rewards worth comparing.
 
     .venv/bin/python benchmarks/async_vs_sync.py [--steps 5] [--tasks FILE] [--model DIR] [--quick]
+        [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import torch
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
+from overture.rl.main_job import rl_phase_config
 from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.rollout_groups import policy_versions
 from overture.rl.setup import build_model, load_tokenizer
@@ -70,27 +72,31 @@ MODES: dict[str, tuple[int, float]] = {
 
 
 def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -> RunConfig:
-    """The `--config` file with the benchmark's RL, agent and engine settings and the mode's knobs.
+    """The `--config` file with the benchmark's RL, agent and engine settings and the mode's knobs;
+    the trainer takes its steps and LR schedule from `[rl]`, as the main job's RL phase does.
 
     A random policy writes no tool call, so its turns end at the token budget (truncated): they
     stay in the loss (`rl.mask_truncated = false`), or nothing would be trained. It resolves
     nothing either, so every advantage is 0: a small KL term (`rl.kl_coef`) gives its batches
-    the policy signal without which the trainer takes no optimizer step.
+    the policy signal without which the trainer takes no optimizer step. `--set` overrides come
+    after these (e.g. the main job's `rl.dynamic_sampling=true`); the mode's eta and O come last.
     """
     overrides = [
         f"seed={args.seed}",
         f"rl.group_size={args.group_size}",
         f"rl.batch_groups={args.batch_groups}",
-        f"rl.staleness={staleness}",
-        f"rl.overprovision={overprovision}",
+        f"rl.steps={args.steps}",
+        "rl.warmup_steps=0",
         "rl.mask_truncated=false",
         "rl.kl_coef=0.01",
         f"agent.max_turns={args.max_turns}",
         f"agent.max_new_tokens={args.max_new_tokens}",
         "agent.search_backend=bm25",
         f"engine.max_batch_size={args.engine_batch}",
-        "training.warmup_steps=0",
         "runtime.device=cpu",
+        *args.set,
+        f"rl.staleness={staleness}",
+        f"rl.overprovision={overprovision}",
     ]
     return load_config(args.config, overrides)
 
@@ -106,7 +112,7 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     tasks = read_tasks(args.tasks)
     tokenizer = Tokenizer.from_dir(checkpoint)
     engine = Engine.from_pretrained(checkpoint, config=config.engine)
-    trainer = Trainer(load_pretrained(checkpoint), config)
+    trainer = Trainer(load_pretrained(checkpoint), rl_phase_config(config))
     handle = LocalEngine(engine)
 
     async def main() -> tuple[list[StepReport], float]:
@@ -157,6 +163,10 @@ def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: 
         "groups_dropped_stale": sum(r.groups_dropped_stale for r in reports),
         "reward_last": round(rewards[-1], 4),
         "reward_mean": round(sum(rewards) / len(rewards), 4),
+        # Under rl.dynamic_sampling the batch holds groups with signal only; this is the reward
+        # over every group sampled, the one to compare between modes.
+        "sampled_reward_mean": round(sum(r.sampled_reward_mean for r in reports) / len(reports), 4),
+        "groups_left_out": sum(r.groups_left_out for r in reports),
         "resolved_share_mean": round(sum(r.resolved_share for r in reports) / len(reports), 4),
         "tokens_generated": generated,
         "tokens_trained": int(policy_tokens),
@@ -204,6 +214,8 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     flags += ["--seed", str(args.seed), "--group-size", str(args.group_size)]
     flags += ["--batch-groups", str(args.batch_groups), "--max-turns", str(args.max_turns)]
     flags += ["--max-new-tokens", str(args.max_new_tokens), "--engine-batch", str(args.engine_batch)]
+    for override in args.set:
+        flags += ["--set", override]
     return flags
 
 
@@ -213,7 +225,8 @@ def summary_line(figures: dict[str, Any]) -> str:
         f"gen idle {figures['generation_idle_s']:6.1f}s  train {figures['training_s']:6.1f}s  "
         f"staleness {figures['staleness']}  off-policy {figures['off_policy_token_share']:.0%}  "
         f"aborted/resumed {figures['episodes_aborted']}/{figures['episodes_resumed']}  "
-        f"reward {figures['reward_last']:.3f} (mean {figures['reward_mean']:.3f})  "
+        f"reward {figures['reward_last']:.3f} (mean {figures['reward_mean']:.3f}, "
+        f"sampled {figures['sampled_reward_mean']:.3f})  "
         f"tokens {figures['tokens_generated']}"
     )
 
@@ -236,6 +249,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=192, help="tokens per assistant turn")
     parser.add_argument("--engine-batch", type=int, default=8, help="sequences the engine decodes at once")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
+    )
     parser.add_argument("--quick", action="store_true", help="2 steps, 16 tasks, sync and async+partial")
     parser.add_argument("--child", choices=list(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -275,6 +291,7 @@ def main() -> None:
         "max_new_tokens": args.max_new_tokens,
         "engine_batch": args.engine_batch,
         "seed": args.seed,
+        "overrides": args.set,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "cpus": os.cpu_count(),
