@@ -141,7 +141,10 @@ def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: 
         off_policy_tokens += report.off_policy_token_share * tokens
     training = sum(r.training_s for r in reports)
     generated = sum(r.tokens_generated for r in reports)
-    rewards = [r.reward_mean for r in reports]
+
+    def step_mean(field: str) -> float:
+        return round(sum(getattr(r, field) for r in reports) / len(reports), 4)
+
     return {
         "mode": mode,
         "staleness_bound": config.rl.staleness,
@@ -161,13 +164,13 @@ def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: 
         "episodes_retried": sum(r.episodes_retried for r in reports),
         "episodes_failed": sum(r.episodes_failed for r in reports),
         "groups_dropped_stale": sum(r.groups_dropped_stale for r in reports),
-        "reward_last": round(rewards[-1], 4),
-        "reward_mean": round(sum(rewards) / len(rewards), 4),
+        "reward_last": round(reports[-1].reward_mean, 4),
+        "reward_mean": step_mean("reward_mean"),
         # Under rl.dynamic_sampling the batch holds groups with signal only; this is the reward
         # over every group sampled, the one to compare between modes.
-        "sampled_reward_mean": round(sum(r.sampled_reward_mean for r in reports) / len(reports), 4),
+        "sampled_reward_mean": step_mean("sampled_reward_mean"),
         "groups_left_out": sum(r.groups_left_out for r in reports),
-        "resolved_share_mean": round(sum(r.resolved_share for r in reports) / len(reports), 4),
+        "resolved_share_mean": step_mean("resolved_share"),
         "tokens_generated": generated,
         "tokens_trained": int(policy_tokens),
         "generated_tokens_per_s": round(generated / wall, 1),
