@@ -8,8 +8,9 @@ the backward pass); torchao's reference quantizer, when installed, on the same t
 same process. The step time is one forward + backward + AdamW step of the model of `--config` on
 random tokens. With CUDA, `"gpu"` holds the Triton kernel's quantize bandwidth in both
 orientations (float32 and bfloat16 inputs, `--gpu-rows` × `--gpu-cols`), as GB/s and as a fraction
-of `--peak-tb-s` (the H200's 4.8 TB/s by default), next to torchao's `to_mx` on the same tensor;
-without CUDA it is null. Prints one JSON object on its last line.
+of `--peak-tb-s` (the H200's 4.8 TB/s by default), next to torchao's `to_mx` on the same tensor,
+and the same step time as above on the GPU (MXFP8 quantizing with the Triton kernel); without
+CUDA it is null. Prints one JSON object on its last line.
 
     .venv/bin/python benchmarks/mx.py [--rows 4096] [--cols 4096] [--config configs/sft_tiny.toml]
 """
@@ -101,8 +102,9 @@ def cuda_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def gpu_quantize_bandwidth(args: argparse.Namespace) -> dict | None:
-    """GB/s and share of peak memory bandwidth of the Triton kernel (and torchao) on CUDA."""
+def gpu_measurements(args: argparse.Namespace) -> dict | None:
+    """GB/s and share of peak memory bandwidth of the Triton kernel (and torchao) on CUDA, and the
+    fp32 and MXFP8-emulated step times there."""
     if not torch.cuda.is_available():
         return None
     from overture.mx.triton_quantize import available, quantize_mx_triton
@@ -134,16 +136,17 @@ def gpu_quantize_bandwidth(args: argparse.Namespace) -> dict | None:
         "shape": [args.gpu_rows, args.gpu_cols],
         "peak_tb_s": args.peak_tb_s,
         "quantize": results,
+        "train_step": train_step(args, "cuda"),
     }
 
 
-def step_seconds(args: argparse.Namespace, precision: str) -> float:
+def step_seconds(args: argparse.Namespace, precision: str, device: str = "cpu") -> float:
     """Median forward + backward + AdamW step of the config's model with GEMMs in `precision`."""
     config = load_config(args.config, [f"model.precision={precision}"])
     torch.manual_seed(0)
-    model = Transformer(config.model).train()
+    model = Transformer(config.model).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = torch.randint(0, config.model.vocab_size, (args.batch, args.seq_len + 1))
+    tokens = torch.randint(0, config.model.vocab_size, (args.batch, args.seq_len + 1), device=device)
 
     def step() -> None:
         logits = model(tokens[:, :-1]).logits
@@ -151,7 +154,21 @@ def step_seconds(args: argparse.Namespace, precision: str) -> float:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return median_seconds(step, args.steps)
+    if device == "cpu":
+        return median_seconds(step, args.steps)
+    return cuda_seconds(step, args.steps)
+
+
+def train_step(args: argparse.Namespace, device: str = "cpu") -> dict:
+    """fp32 and MXFP8-emulated step times of the config's model on `device`."""
+    fp32, mxfp8 = step_seconds(args, "fp32", device), step_seconds(args, "mxfp8", device)
+    return {
+        "config": os.path.relpath(args.config, REPO),
+        "tokens": args.batch * args.seq_len,
+        "fp32_seconds": round(fp32, 4),
+        "mxfp8_emulated_seconds": round(mxfp8, 4),
+        "mxfp8_over_fp32": round(mxfp8 / fp32, 2),
+    }
 
 
 def main() -> None:
@@ -167,7 +184,6 @@ def main() -> None:
     parser.add_argument("--gpu-cols", type=int, default=16384)
     parser.add_argument("--peak-tb-s", type=float, default=4.8, help="the GPU's memory bandwidth (H200: 4.8)")
     args = parser.parse_args()
-    fp32, mxfp8 = step_seconds(args, "fp32"), step_seconds(args, "mxfp8")
     summary = {
         "benchmark": "mx",
         "torch": torch.__version__,
@@ -175,14 +191,8 @@ def main() -> None:
         "machine": platform.machine(),
         "quantize_shape": [args.rows, args.cols],
         "quantize_gb_per_s": quantize_throughput(args),
-        "train_step": {
-            "config": os.path.relpath(args.config, REPO),
-            "tokens": args.batch * args.seq_len,
-            "fp32_seconds": round(fp32, 4),
-            "mxfp8_emulated_seconds": round(mxfp8, 4),
-            "mxfp8_over_fp32": round(mxfp8 / fp32, 2),
-        },
-        "gpu": gpu_quantize_bandwidth(args),
+        "train_step": train_step(args),
+        "gpu": gpu_measurements(args),
     }
     print(json.dumps(summary))
 
