@@ -14,8 +14,8 @@ Elements are encoded from their float32 bits with integer arithmetic (round to n
 saturation to ±max, subnormals, NaN keeping its sign as torch's float8 cast does) instead of the
 hardware float8 conversion, so that the same kernel runs and is tested in Triton's interpreter
 (`TRITON_INTERPRET=1`) on a CPU, whose float8 conversion neither saturates nor rounds subnormals
-as the hardware does. On a GPU the kernel is memory-bound, so the few integer operations per
-element cost nothing measurable.
+as the hardware does. On an H200 it moves 1.8–2.7 TB/s with float32 inputs (docs/benchmarks.md);
+whether the integer encoding or the memory traffic bounds it there has not been measured.
 
 `formats.quantize_mx` and `quantize_mx_dim` call this for CUDA tensors when Triton is installed
 (`available()`); CPU tensors take the torch implementation.
@@ -30,7 +30,8 @@ import torch
 
 from overture.mx.formats import Scaling, check_quantize_input, element_format
 
-COLUMNS = 64  # (p, m) pairs per program
+COLUMNS = 128  # (p, m) pairs per program; COLUMNS and NUM_WARPS: benchmarks/mx_triton_tiles.py
+NUM_WARPS = 2
 
 
 @functools.cache
@@ -84,6 +85,6 @@ def quantize_mx_triton(
         _kernel().quantize_blocks[grid](
             x, qdata, scale, length, after, columns,
             BLOCK=block_size, COLUMNS=COLUMNS, EMAX=fmt.emax, MAX_VALUE=fmt.max_value,
-            MANTISSA=mantissa, BIAS=bias, RCEIL=scaling == "rceil",
+            MANTISSA=mantissa, BIAS=bias, RCEIL=scaling == "rceil", num_warps=NUM_WARPS,
         )  # fmt: skip
     return qdata.view(elem_dtype), scale.view(torch.float8_e8m0fnu)
