@@ -14,8 +14,9 @@ Elements are encoded from their float32 bits with integer arithmetic (round to n
 saturation to ±max, subnormals, NaN keeping its sign as torch's float8 cast does) instead of the
 hardware float8 conversion, so that the same kernel runs and is tested in Triton's interpreter
 (`TRITON_INTERPRET=1`) on a CPU, whose float8 conversion neither saturates nor rounds subnormals
-as the hardware does. On an H200 it moves 1.8–2.7 TB/s with float32 inputs (docs/benchmarks.md);
-whether the integer encoding or the memory traffic bounds it there has not been measured.
+as the hardware does. On an H200 it moves 1.8–2.7 TB/s with float32 inputs, its integer pipeline
+the busiest unit; the device's own float8 conversion in its place was no faster within the
+noise of the measurement (docs/benchmarks.md).
 
 `formats.quantize_mx` and `quantize_mx_dim` call this for CUDA tensors when Triton is installed
 (`available()`); CPU tensors take the torch implementation.
