@@ -47,8 +47,9 @@ def test_packed_rows_are_as_long_as_the_longest_sample_and_positions_restart():
     assert sum(b.num_tokens for b in batches) == 26 and batches[0].num_tokens == 16
     row = batches[0].positions[1].tolist()
     assert row == [0, 1, 2, 3, 4, 0, 1, 2]
-    mask = batches[0].attention_mask
-    assert mask is not None and mask.shape == (2, 1, 8, 8)
+    assert batches[0].attention is not None
+    mask = batches[0].attention.dense_mask()
+    assert mask.shape == (2, 1, 8, 8)
     # the second sequence's first token attends only to itself
     assert mask[1, 0, 5].nonzero().flatten().tolist() == [5]
 
@@ -62,7 +63,7 @@ def test_logprobs_in_micro_batches_equal_each_sequence_alone(packing, budget):
     got: dict[int, torch.Tensor] = {}
     with torch.no_grad():
         for batch in batches:
-            out = model(batch.input_ids, positions=batch.positions, attention_mask=batch.attention_mask)
+            out = model(batch.input_ids, positions=batch.positions, attention_mask=batch.attention)
             logprobs = token_logprobs(out.logits, batch.targets)
             for index in batch.sequence_ids.unique().tolist():
                 if index >= 0:

@@ -11,7 +11,7 @@ from overture.config import RunConfig
 from overture.model import Transformer
 from overture.rl.batching import build_micro_batches
 from overture.rl.logprobs import token_logprobs
-from overture.rl.prefix_sharing import position_cost, prefix_units, unit_cost
+from overture.rl.prefix_sharing import Segment, Unit, position_cost, prefix_units, unit_cost
 from overture.rl.samples import TrainingSample
 from overture.rl.trainer import Trainer
 
@@ -54,21 +54,25 @@ def test_shared_prefixes_are_computed_once():
     batches = build_micro_batches(samples, [1.0] * len(samples), token_budget=4096, shared_prefix_cost=COST)
     assert sum(len(s.token_ids) - 1 for s in samples) == 2 * (68 + 69 + 70) + 13 + 15
     # The six group members share positions 0-58 (position 59 predicts a task token), each group
-    # 59-64, then each member has its 3-5 positions. The early sample could share positions 0-2
-    # (it trains on position 3), but joining would lengthen the groups' piece, whose attention
-    # costs more than those 3 positions: it stays alone, with the unrelated last sample.
-    assert layout_positions(batches) == 59 + 2 * (6 + 3 + 4 + 5) + 13 + 15
+    # 59-64, then each member has its 3-5 positions. The early sample shares positions 0-2 (it
+    # trains on position 3): its 10 other positions attend to those 3 and to their own. The
+    # unrelated last sample stays alone.
+    assert layout_positions(batches) == 59 + 2 * (6 + 3 + 4 + 5) + 10 + 15
     trained = sum(int(b.trained.sum()) for b in batches)
     assert trained == sum(s.trained_tokens for s in samples)
-    groups, early, last = prefix_units(samples, 4096, COST)
-    assert (groups.samples, early.samples, last.samples) == (6, 1, 1)
-    assert [(seg.start, seg.end) for seg in groups.segments][:4] == [(0, 3), (3, 59), (59, 65), (65, 68)]
+    shared, last = prefix_units(samples, 4096, COST)
+    assert (shared.samples, last.samples) == (7, 1)
+    assert [(seg.start, seg.end) for seg in shared.segments][:4] == [(0, 3), (3, 59), (59, 65), (65, 68)]
+    assert (shared.segments[-1].start, shared.segments[-1].parent) == (3, 0)  # the early sample's own
 
 
 def test_a_sample_joins_a_unit_only_while_that_costs_less_than_apart():
     samples = agent_batch()
-    # Attention alone (no other work per position): a longer piece always costs more, no sharing.
-    assert all(unit.samples == 1 for unit in prefix_units(samples, 4096, 0.0))
+    # Attention alone (no other work per position): the groups share their long beginning, whose
+    # queries are then computed once; the early sample's 10 own positions would each attend to 3
+    # shared ones and to all 10 of their own block (l·(a + l) = 130 pairs), more than its 13
+    # positions alone (84.5), so it stays apart, as does the sample that shares nothing.
+    assert [unit.samples for unit in prefix_units(samples, 4096, 0.0)] == [6, 1, 1]
     # Positions dear: the seven that share a beginning in one unit; the unrelated sample saves
     # nothing by joining, so it stays apart. Within a budget, units stay within it.
     assert [unit.samples for unit in prefix_units(samples, 4096, 1e9)] == [7, 1]
@@ -83,8 +87,8 @@ def test_logprobs_with_shared_prefixes_equal_each_sample_alone():
         for batch in build_micro_batches(
             samples, [1.0] * len(samples), token_budget=4096, shared_prefix_cost=COST
         ):
-            assert batch.attention_mask is not None
-            out = model(batch.input_ids, positions=batch.positions, attention_mask=batch.attention_mask)
+            assert batch.attention is not None
+            out = model(batch.input_ids, positions=batch.positions, attention_mask=batch.attention)
             logprobs = token_logprobs(out.logits, batch.targets)
             for index in range(len(samples)):
                 chosen = batch.trained & (batch.sequence_ids == index)
@@ -118,7 +122,9 @@ def test_a_training_step_with_shared_prefixes_has_the_gradients_of_one_without(s
 
 def test_units_stay_within_the_budget_and_cost_no_more_than_their_samples_apart():
     samples = agent_batch()
-    alone = [unit_cost(len(s.token_ids) - 1, 1, COST) for s in samples]
+    alone = [
+        unit_cost(Unit([Segment(i, 0, len(s.token_ids) - 1, None)], 1), COST) for i, s in enumerate(samples)
+    ]
     for budget in (80, 150, 4096):
         units = prefix_units(samples, budget, COST)
         ends = [
@@ -134,7 +140,7 @@ def test_units_stay_within_the_budget_and_cost_no_more_than_their_samples_apart(
             members = [
                 seg.sample for seg in unit.segments if seg.end == len(samples[seg.sample].token_ids) - 1
             ]
-            assert unit_cost(unit.length, unit.samples, COST) <= sum(alone[i] for i in members)
+            assert unit_cost(unit, COST) <= sum(alone[i] for i in members)
 
 
 def test_without_common_prefixes_the_layout_is_plain_packing():
@@ -144,6 +150,6 @@ def test_without_common_prefixes_the_layout_is_plain_packing():
     assert len(shared) == len(plain)
     for a, b in zip(shared, plain, strict=True):
         assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.sequence_ids, b.sequence_ids)
-        assert (a.attention_mask is None) == (b.attention_mask is None)
-        if a.attention_mask is not None:
-            assert torch.equal(a.attention_mask, b.attention_mask)
+        assert (a.attention is None) == (b.attention is None)
+        if a.attention is not None:
+            assert torch.equal(a.attention.dense_mask(), b.attention.dense_mask())

@@ -2,6 +2,7 @@
 
 from overture.model.checkpoint import CheckpointError, load_pretrained, read_model_config, save_pretrained
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
+from overture.model.segments import RowSegments, SegmentLayout
 from overture.model.transformer import CausalLMOutput, Transformer
 
 __all__ = [
@@ -11,6 +12,8 @@ __all__ = [
     "MoEBlock",
     "Router",
     "RouterOutput",
+    "RowSegments",
+    "SegmentLayout",
     "Transformer",
     "load_balancing_loss",
     "load_pretrained",

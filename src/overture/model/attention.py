@@ -12,6 +12,7 @@ from torch import nn
 
 from overture.config import ModelConfig
 from overture.model.layers import PrecisionLinear, RMSNorm, apply_rotary
+from overture.model.segments import SegmentLayout
 
 
 class Attention(nn.Module):
@@ -43,22 +44,36 @@ class Attention(nn.Module):
         return q, k, v.transpose(1, 2)
 
     def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | SegmentLayout | None = None,
     ) -> torch.Tensor:
         """Attention output projected back to B×T×D.
 
-        Without `mask` the attention is causal over equal-length q and k. An incremental decoder
-        passes a boolean `mask` (B×1×Tq×Tk, True = may attend) for cached keys instead.
+        Without `mask` the attention is causal over equal-length q and k. Packed training rows
+        pass their `SegmentLayout`; an incremental decoder passes a boolean `mask` (B×1×Tq×Tk,
+        True = may attend) for cached keys.
         """
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=self.num_kv_heads != self.num_heads
-        )
+        gqa = self.num_kv_heads != self.num_heads
+        if isinstance(mask, SegmentLayout):
+            out = mask.attend(q, k, v, enable_gqa=gqa)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=gqa
+            )
         batch, _, length, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, self.num_heads * self.head_dim))
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | SegmentLayout | None = None,
     ) -> torch.Tensor:
-        """`mask` (B×1×T×T, True = may attend) replaces the causal default, e.g. for packed rows."""
+        """`mask` (B×1×T×T, True = may attend, or a packed batch's `SegmentLayout`) replaces the
+        causal default."""
         q, k, v = self.project(x, cos, sin)
         return self.attend(q, k, v, mask)

@@ -19,6 +19,7 @@ from overture.model.attention import Attention
 from overture.model.copy_circuit import install_copy_circuit
 from overture.model.layers import PrecisionLinear, RMSNorm, RotaryEmbedding, SwiGLU
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
+from overture.model.segments import SegmentLayout
 
 
 @dataclass
@@ -45,7 +46,7 @@ class DecoderLayer(nn.Module):
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: torch.Tensor | None = None,
+        mask: torch.Tensor | SegmentLayout | None = None,
         valid: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, RouterOutput | None]:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
@@ -130,12 +131,12 @@ class Transformer(nn.Module):
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | SegmentLayout | None = None,
         token_mask: torch.Tensor | None = None,
     ) -> CausalLMOutput:
         """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1);
-        attention_mask: B×1×T×T booleans (True = may attend) instead of plain causal attention,
-        e.g. block-diagonal for several sequences packed into one row; token_mask: B×T booleans,
+        attention_mask: instead of plain causal attention, B×1×T×T booleans (True = may attend)
+        or, for rows of packed sequences, their `SegmentLayout`; token_mask: B×T booleans,
         False for padding, which then moves neither the aux loss nor the experts' load."""
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)

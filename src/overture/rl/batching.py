@@ -8,19 +8,19 @@ Two layouts:
 
 - **packed** (default): samples are bin-packed (first-fit decreasing) into rows as long as
   the longest sample, and rows are grouped into micro-batches of at most `token_budget`
-  positions. Positions restart at 0 for every sample and a block-diagonal causal mask keeps
-  attention inside each sample, so a packed sample sees exactly what it would see alone.
+  positions. Positions restart at 0 for every sample and the batch's `SegmentLayout`
+  (`overture.model.segments`) keeps attention inside each sample, so a packed sample sees
+  exactly what it would see alone.
   Padding is left only at the ends of rows the packing could not fill. With
   `shared_prefix_cost` the units packed are not single samples but runs of samples that share
-  their untrained beginning, computed once (`overture.rl.prefix_sharing`); the mask then also
+  their untrained beginning, computed once (`overture.rl.prefix_sharing`); the layout then also
   lets a position see the shared segments above its own.
 - **padded**: samples in their given order, one per row, as many rows per micro-batch as fit
   the budget when each is padded to the longest; the baseline `benchmarks/trainer.py`
   compares against.
 
-Rows no longer than the longest sample keep attention, which is quadratic in the row length
-(the mask is dense), no more expensive than for that sample alone. A sample longer than the
-budget gets a micro-batch of its own.
+Attention is computed segment by segment, so what a row costs is its samples' own attention,
+whatever else shares the row. A sample longer than the budget gets a micro-batch of its own.
 
 Over several training processes each rank lays out only its share of the step's samples
 (`rank_shares`), and ranks with fewer micro-batches run `padding_micro_batch`es, which train
@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from overture.model import RowSegments, SegmentLayout
 from overture.rl.prefix_sharing import Segment, Unit, prefix_units
 from overture.rl.samples import TrainingSample
 
@@ -46,7 +47,7 @@ class MicroBatch:
 
     input_ids: torch.Tensor
     positions: torch.Tensor
-    attention_mask: torch.Tensor | None
+    attention: SegmentLayout | None  # None: plain causal attention in every row
     targets: torch.Tensor
     trained: torch.Tensor  # bool: the loss sees this position
     behavior_logprobs: torch.Tensor
@@ -57,7 +58,8 @@ class MicroBatch:
 
     def to(self, device: torch.device) -> MicroBatch:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return MicroBatch(**{k: v.to(device) if v is not None else None for k, v in moved.items()})
+        # The layout holds no tensors: its masks are made on the device of the queries.
+        return MicroBatch(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in moved.items()})
 
     @property
     def num_tokens(self) -> int:
@@ -143,36 +145,20 @@ _DTYPES = {
 }
 
 
-def segment_causal_mask(spans: list[tuple[int, int]], parents: list[int | None], width: int) -> torch.Tensor:
-    """T×T: position i may attend to j iff j <= i and j's segment is i's or one above it.
-
-    `spans[s]` are segment s's positions [start, end) in the row, `parents[s]` the segment above
-    it (None at the top); positions after the last segment (padding) attend among themselves.
-    """
-    allowed = torch.zeros(width, width, dtype=torch.bool)
-    for segment, (start, end) in enumerate(spans):
-        above: int | None = segment
-        while above is not None:
-            allowed[start:end, slice(*spans[above])] = True
-            above = parents[above]
-    filled = spans[-1][1] if spans else 0
-    allowed[filled:, filled:] = True
-    return allowed.tril_()
-
-
 def _collate(rows: list[dict[str, list]], packed: bool) -> MicroBatch:
     width = max(len(row["input_ids"]) for row in rows)
     tensors = {}
     for key, pad in _PADDING.items():
         data = [row[key] + [pad] * (width - len(row[key])) for row in rows]
         tensors[key] = torch.tensor(data, dtype=_DTYPES.get(key, torch.float32))
-    # A single segment per row needs no mask: plain causal attention is already right, and
+    # A single segment per row needs no layout: plain causal attention is already right, and
     # padding sits after the real tokens where nothing real attends to it.
-    mask = None
+    attention = None
     if packed and any(len(row["parents"]) > 1 for row in rows):
-        masks = [segment_causal_mask(row["spans"], row["parents"], width) for row in rows]
-        mask = torch.stack(masks)[:, None]
-    return MicroBatch(attention_mask=mask, **tensors)
+        attention = SegmentLayout(
+            [RowSegments(tuple(row["spans"]), tuple(row["parents"]), width) for row in rows]
+        )
+    return MicroBatch(attention=attention, **tensors)
 
 
 def _unit_row(units: list[Unit], parts: list[dict[str, list]]) -> dict[str, list]:
@@ -216,9 +202,9 @@ def build_micro_batches(
         units = prefix_units(samples, token_budget, shared_prefix_cost)
     else:
         units = [Unit([Segment(i, 0, n, None)], 1) for i, n in enumerate(lengths)]
-    # Rows as long as the longest sample: every sample fits one, and attention (quadratic in the
-    # row) costs no more than that sample alone would. A unit of shared prefixes longer than that
-    # gets a row of its own. Rows of about equal width share a micro-batch within the budget.
+    # Rows as long as the longest sample: every sample fits one. A unit of shared prefixes longer
+    # than that gets a row of its own. Rows of about equal width share a micro-batch within the
+    # budget.
     row_tokens = max(lengths)
     rows = [
         _unit_row([units[i] for i in row], parts)

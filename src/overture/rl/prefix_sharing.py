@@ -12,13 +12,15 @@ token once, not once per sample.
 `prefix_units` builds the tree of shared runs (a node: positions [start, end) that a set of
 samples shares; a leaf: the rest of one sample) and cuts it into units. A unit is a subtree laid
 out depth first as one contiguous piece; in it a position attends to the earlier positions of its
-own segment and of the segments above it. Sharing saves positions but lengthens the piece that
-attention spans, so a sample joins the unit of the samples before it only while that costs less
-than laying it out alone, by a model of a unit's cost in attention query-key pairs: L² for a unit
-of several samples (its mask is dense, every pair is computed), L²/2 for one sample (plain causal
-attention), plus `position_cost` pairs for each position's other work (projections, MLP or
-experts, LM head; `position_cost(config)` estimates it from the model's shape). Without common
-prefixes every unit is one sample.
+own segment and of the segments above it, one attention call a segment
+(`overture.model.segments`). Sharing saves positions, but a segment below others computes its
+whole block of own keys (the mask path has no causal skipping), so a sample joins the unit of
+the samples before it only while that costs less than laying it out alone, by a model of a unit's
+cost in attention query-key pairs: l²/2 for a segment with nothing above it (causal attention),
+l·(a + l) for a segment of l positions below a of them, L²/2 for a unit of one sample (one causal
+segment), plus `position_cost` pairs for each position's other work (projections, MLP or experts,
+LM head; `position_cost(config)` estimates it from the model's shape). Without common prefixes
+every unit is one sample.
 """
 
 from __future__ import annotations
@@ -58,10 +60,20 @@ class Unit:
         return sum(segment.length for segment in self.segments)
 
 
-def unit_cost(length: int, samples: int, position_cost: float) -> float:
+def unit_cost(unit: Unit, position_cost: float) -> float:
     """The cost model of the module docstring, in attention query-key pairs."""
-    attention = length * length if samples > 1 else length * length / 2
-    return attention + position_cost * length
+    if unit.samples <= 1:
+        return unit.length * unit.length / 2 + position_cost * unit.length
+    above: list[int] = []  # positions above each segment
+    attention = 0.0
+    for segment in unit.segments:
+        if segment.parent is None:
+            above.append(0)
+            attention += segment.length * segment.length / 2
+        else:
+            above.append(above[segment.parent] + unit.segments[segment.parent].length)
+            attention += segment.length * (above[-1] + segment.length)
+    return attention + position_cost * unit.length
 
 
 def position_cost(config: ModelConfig) -> float:
@@ -161,27 +173,37 @@ def prefix_units(samples: Sequence[TrainingSample], token_budget: int, position_
     units: list[Unit] = []
     placed: dict[int, int] = {}  # id(node) -> its index in the last unit's segments
     for chain in _leaf_chains(_prefix_tree(samples)):
-        total = sum(node.end - node.start for node in chain)  # the leaf sample's positions
+        alone = Unit([Segment(chain[-1].sample, 0, chain[-1].end, None)], 1)
         unit = units[-1] if units else None
-        missing = [node for node in chain if id(node) not in placed]
         if unit is not None:
-            grown = unit.length + sum(node.end - node.start for node in missing)
-            joined = unit_cost(grown, unit.samples + 1, position_cost)
-            apart = unit_cost(unit.length, unit.samples, position_cost) + unit_cost(total, 1, position_cost)
-            if grown > token_budget or joined > apart:
-                unit = None
-        if unit is None:
-            unit, placed, missing = Unit(), {}, list(chain)
-            units.append(unit)
-        for node in missing:
-            parent = chain.index(node) - 1
-            parent_index = placed[id(chain[parent])] if parent >= 0 else None
-            placed[id(node)] = len(unit.segments)
-            unit.segments.append(Segment(node.sample, node.start, node.end, parent_index))
-        unit.samples += 1
-    # A unit of one sample is that sample from its first position, as one segment: no mask.
+            grown, grown_placed = _joined(unit, placed, chain)
+            apart = unit_cost(unit, position_cost) + unit_cost(alone, position_cost)
+            if grown.length <= token_budget and unit_cost(grown, position_cost) < apart:
+                units[-1], placed = grown, grown_placed
+                continue
+        units.append(alone)
+        placed = {id(node): index for index, node in enumerate(chain)}
+        # Kept as the chain's segments, so that later samples can join below them.
+        alone.segments = [
+            Segment(node.sample, node.start, node.end, index - 1 if index else None)
+            for index, node in enumerate(chain)
+        ]
+    # A unit of one sample is that sample from its first position, as one segment: no layout.
     for unit in units:
         if unit.samples == 1:
             last = unit.segments[-1]
             unit.segments = [Segment(last.sample, 0, last.end, None)]
     return units
+
+
+def _joined(unit: Unit, placed: dict[int, int], chain: tuple[_Node, ...]) -> tuple[Unit, dict[int, int]]:
+    """`unit` with the leaf of `chain` (and the nodes above it not yet in the unit) added below the
+    segments it shares, and where each node now is."""
+    segments, placed = list(unit.segments), dict(placed)
+    for depth, node in enumerate(chain):
+        if id(node) in placed:
+            continue
+        parent = placed[id(chain[depth - 1])] if depth else None
+        placed[id(node)] = len(segments)
+        segments.append(Segment(node.sample, node.start, node.end, parent))
+    return Unit(segments, unit.samples + 1), placed

@@ -193,7 +193,7 @@ class Trainer:
         return model(
             batch.input_ids,
             positions=batch.positions,
-            attention_mask=batch.attention_mask,
+            attention_mask=batch.attention,
             token_mask=batch.sequence_ids != PAD_SEQUENCE,
         )
 
