@@ -173,7 +173,14 @@ def prefix_units(samples: Sequence[TrainingSample], token_budget: int, position_
     units: list[Unit] = []
     placed: dict[int, int] = {}  # id(node) -> its index in the last unit's segments
     for chain in _leaf_chains(_prefix_tree(samples)):
-        alone = Unit([Segment(chain[-1].sample, 0, chain[-1].end, None)], 1)
+        # The sample alone, kept as its chain's segments so that later samples can join below them.
+        alone = Unit(
+            [
+                Segment(node.sample, node.start, node.end, depth - 1 if depth else None)
+                for depth, node in enumerate(chain)
+            ],
+            1,
+        )
         unit = units[-1] if units else None
         if unit is not None:
             grown, grown_placed = _joined(unit, placed, chain)
@@ -182,12 +189,7 @@ def prefix_units(samples: Sequence[TrainingSample], token_budget: int, position_
                 units[-1], placed = grown, grown_placed
                 continue
         units.append(alone)
-        placed = {id(node): index for index, node in enumerate(chain)}
-        # Kept as the chain's segments, so that later samples can join below them.
-        alone.segments = [
-            Segment(node.sample, node.start, node.end, index - 1 if index else None)
-            for index, node in enumerate(chain)
-        ]
+        placed = {id(node): depth for depth, node in enumerate(chain)}
     # A unit of one sample is that sample from its first position, as one segment: no layout.
     for unit in units:
         if unit.samples == 1:
