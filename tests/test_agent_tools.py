@@ -106,6 +106,15 @@ def test_glob_file_search(repo):
     assert one(repo, "glob_file_search", pattern="*.rs").response == "no files match '*.rs'"
 
 
+def test_listings_leave_bytecode_caches_out(repo):
+    # Task snapshots keep their test modules' bytecode beside them; the agent sees source only.
+    (repo / "tests" / "__pycache__").mkdir()
+    (repo / "tests" / "__pycache__" / "test_calc.cpython-311-pytest-9.2.0.pyc").write_bytes(b"\x00pyc")
+    assert one(repo, "list_dir", path="tests").response == "test_calc.py  (73 bytes)"
+    assert "__pycache__" not in one(repo, "glob_file_search", pattern="**/*").response
+    assert "__pycache__" in one(repo, "run_terminal_cmd", command="ls tests").response
+
+
 # ----------------------------------------------------------------------------- grep
 
 

@@ -394,6 +394,11 @@ class TasksConfig(Section):
     max_candidates: int = Field(
         0, ge=0, description="synthesis: candidate mutations to try at most; 0 = as many as it takes"
     )
+    select_tests: bool = Field(
+        True,
+        description="synthesis: a candidate runs only the test files that call the mutated function on "
+        "the clean code (recorded by the baseline run), not the whole suite; the same tasks, faster",
+    )
     oracle_edits: Literal["lines", "functions"] = Field(
         "lines",
         description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "

@@ -88,19 +88,25 @@ def test_files(test_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(test_id.split("::", 1)[0] for test_id in test_ids))
 
 
-def pytest_command(test_cmd: str, report: str, targets: list[str]) -> list[str]:
-    """The argv that runs `test_cmd` on `targets` (files or ids), writing the JUnit `report`."""
-    script = f'export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {test_cmd} {REPORT_FLAGS} --junitxml={report} "$@"'
+def pytest_command(test_cmd: str, report: str, targets: list[str], setup: str = "") -> list[str]:
+    """The argv that runs `test_cmd` on `targets` (files or ids), writing the JUnit `report`;
+    `setup`, shell statements of the caller's own, runs first."""
+    pytest = f'{test_cmd} {REPORT_FLAGS} --junitxml={report} "$@"'
+    script = f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {setup}{pytest}"
     return ["/bin/sh", "-c", script, "sh", *targets]
 
 
-async def run_pytest(sandbox: Sandbox, test_cmd: str, test_ids: list[str], timeout: float) -> PytestRun:
+async def run_pytest(
+    sandbox: Sandbox, test_cmd: str, test_ids: list[str], timeout: float, setup: str = ""
+) -> PytestRun:
     """Run the files of `test_ids` (the whole suite when empty) in the sandbox; read the report.
 
     Whole files rather than ids: pytest refuses the whole run when one given id does not exist,
-    while a test missing from a file's report is simply a test without an outcome."""
+    while a test missing from a file's report is simply a test without an outcome. `setup`: shell
+    statements to run before pytest (`pytest_command`)."""
     report = f".pytest-report-{secrets.token_hex(8)}.xml"
-    result = await sandbox.exec(pytest_command(test_cmd, report, test_files(test_ids)), timeout=timeout)
+    command = pytest_command(test_cmd, report, test_files(test_ids), setup)
+    result = await sandbox.exec(command, timeout=timeout)
     files = sandbox.files
     data = b""
     with contextlib.suppress(OSError):

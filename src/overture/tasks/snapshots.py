@@ -6,7 +6,9 @@ many tasks refer to it. `starting_base` gives the directory a task's sandbox sta
 snapshot itself, or — for a task with a `setup_patch` — a copy of it made of hard links to the
 snapshot's files, except the patched files, which are real copies with the patch applied. The
 sandbox mounts that directory read-only as its overlay's lower layer, so the agent's diff is
-measured against the task's starting state, not against the snapshot.
+measured against the task's starting state, not against the snapshot. `keep_test_bytecode`
+adds the bytecode of a snapshot's test modules, as pytest's assertion rewriting makes it, to
+the snapshot itself (its content hash and file list leave `__pycache__` out).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from overture.sandbox import Sandbox
 from overture.sandbox.workspace import remove_tree
 from overture.tasks.spec import Task, TaskError
 
@@ -28,6 +31,7 @@ SKIPPED_DIRS = frozenset(
      ".venv", "venv", ".eggs", "build", "dist", "node_modules"}
 )  # fmt: skip
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+BYTECODE_WRITES = "unset PYTHONDONTWRITEBYTECODE; "  # shell: a sandboxed run that may write bytecode
 PATCHED_FILE = re.compile(r"^(?:\+\+\+ b|--- a)/(.+?)(?:\t.*)?$", re.MULTILINE)
 
 
@@ -92,6 +96,37 @@ def store_snapshot(repo: str | Path, root: str | Path, name: str | None = None) 
         if not target.is_dir():
             raise SnapshotError(f"{repo}: cannot store a snapshot in {target.parent}: {exc}") from None
     return target
+
+
+def keep_test_bytecode(sandbox: Sandbox, snapshot: Path) -> int:
+    """Copy into `snapshot` the bytecode of its test modules that pytest's assertion rewriting
+    left in `sandbox` (a sandbox over `snapshot` whose run wrote bytecode, `BYTECODE_WRITES`);
+    how many files. Every later sandbox over the snapshot, or over a task's starting base linked
+    from it, then imports its test modules without rewriting them again (a third of a small
+    suite's run). pytest checks each against its source's size and modification time, so a test
+    file changed since is rewritten as before; library modules get no bytecode here, so a mutated
+    module can never be served the clean one's."""
+    kept = 0
+    for rel in sandbox.changed_paths():
+        path = PurePosixPath(rel)
+        if path.parent.name != "__pycache__" or path.suffix != ".pyc" or "-pytest-" not in path.name:
+            continue
+        source = path.parent.parent / f"{path.name.split('.', 1)[0]}.py"
+        target = snapshot / rel
+        if target.exists() or _through_link(snapshot, path.parent) or not (snapshot / source).is_file():
+            continue
+        data = sandbox.files.read_bytes(rel)
+        target.parent.mkdir(exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, target)
+        kept += 1
+    return kept
+
+
+def _through_link(root: Path, rel: PurePosixPath) -> bool:
+    """Whether `root/rel` is, or passes through, a symlink (a snapshot keeps a repository's links)."""
+    return any((root / part).is_symlink() for part in [rel, *rel.parents] if str(part) != ".")
 
 
 def patched_files(patch: str) -> list[str]:

@@ -1,16 +1,20 @@
 """Bug synthesis: tasks from any local Python repository with a pytest suite.
 
 1. The repository is snapshotted (no history) and its suite runs once on the clean code in a
-   sandbox; tests that do not pass there are ignored from then on.
+   sandbox; tests that do not pass there are ignored from then on. That run also records which
+   test files call which functions (`overture.tasks.test_map`, with `tasks.select_tests`) and
+   leaves the test modules' rewritten bytecode in the snapshot (`keep_test_bytecode`).
 2. Every function of every non-test module yields candidate mutations
    (`overture.tasks.mutations`); candidates are shuffled with the seed and interleaved across
    functions, so that a budget of N tasks spreads over the code base. Candidates whose mutated
    file is identical to an earlier one are dropped.
 3. Candidates are validated concurrently, each in its own sandbox over the snapshot: the
-   mutated file is written in and the whole suite runs. A candidate becomes a task only if at
-   least one test that passed on the clean code no longer passes: those tests are
-   FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests still passing. A run past its time limit
-   (a mutation that loops) is dropped.
+   mutated file is written in and the test files that call the mutated function run (the whole
+   suite without a test map; none, and the candidate is dropped as unnoticed, when no test calls
+   it). A candidate becomes a task only if at least one test that passed on the clean code no
+   longer passes: those tests are FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests still
+   passing (those of the files not run among them: they never call the function). A run past
+   its time limit (a mutation that loops) is dropped.
 4. The problem statement is written from the failure (`overture.tasks.statement`), never from
    the change. `setup_patch` makes the bug from the snapshot; `patch` is the reference fix.
 5. Splits: all tasks of a repository in `tasks.heldout_repos`, all tasks of a share
@@ -36,10 +40,11 @@ from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
-from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest
-from overture.tasks.snapshots import repository_files, store_snapshot
+from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
+from overture.tasks.snapshots import BYTECODE_WRITES, keep_test_bytecode, repository_files, store_snapshot
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
 from overture.tasks.statement import write_statement
+from overture.tasks.test_map import TestMap, install_plugin, read_test_map
 
 NON_LIBRARY = frozenset({"setup.py", "conftest.py", "noxfile.py"})
 
@@ -57,6 +62,7 @@ class SynthesisStats:
     duplicates: int = 0
     valid: int = 0
     unnoticed: int = 0  # no test went from pass to fail
+    uncovered: int = 0  # of those, no test calls the function (known from the test map, not run)
     timed_out: int = 0
     errors: int = 0
     clean_passing: int = 0
@@ -73,6 +79,7 @@ class Baseline:
     passed: list[str]
     xfail: list[str]  # the passing tests that pass by failing as expected
     seconds: float
+    test_map: TestMap | None = None  # which test files call which functions (`overture.tasks.test_map`)
 
 
 Progress = Callable[[SynthesisStats], None]
@@ -88,20 +95,24 @@ def library_files(snapshot: Path) -> list[str]:
 
 
 async def run_baseline(
-    pool: SandboxPool, repo: str, snapshot: Path, test_cmd: str, timeout: float
+    pool: SandboxPool, repo: str, snapshot: Path, test_cmd: str, timeout: float, map_tests: bool = True
 ) -> Baseline:
-    """Run the suite on the clean snapshot; the tests that pass there."""
+    """Run the suite on the clean snapshot; the tests that pass there, and with `map_tests`
+    which test files call which functions. The run's test bytecode is kept in the snapshot."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     async with pool.sandbox(snapshot) as box:
-        run = await run_pytest(box, test_cmd, [], timeout)
+        setup = BYTECODE_WRITES + (install_plugin(box) if map_tests else "")
+        run = await run_pytest(box, test_cmd, [], timeout, setup=setup)
+        test_map = read_test_map(box) if map_tests and not run.result.timed_out else None
+        await asyncio.to_thread(keep_test_bytecode, box, snapshot)
     if run.result.timed_out:
         raise SynthesisError(f"{repo}: the test suite ran past {timeout:g}s on the clean code")
     passed = [test for test in run.outcomes if test in run.passed]
     if not passed:
         tail = (run.result.stdout + run.result.stderr).strip()[-800:]
         raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`):\n{tail}")
-    return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started)
+    return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map)
 
 
 def ordered_candidates(snapshot: Path, files: list[str], seed: int) -> list[Mutation]:
@@ -172,16 +183,28 @@ class Synthesizer:
         self._seen.add(key)
         return mutated
 
+    def files_to_run(self, mutation: Mutation) -> list[str] | None:
+        """The test files a candidate runs: None for the whole suite (see the module docstring)."""
+        test_map = self.baseline.test_map
+        return None if test_map is None else test_map.files_for(mutation.path, mutation.function)
+
     async def validate(self, mutation: Mutation, mutated: str) -> Task | None:
-        """Run the suite on the mutated code; the task, if some test notices."""
+        """Run the tests that call the mutated function on the mutated code; the task, if some
+        test notices."""
+        files = self.files_to_run(mutation)
+        if files == []:
+            self.stats.unnoticed += 1
+            self.stats.uncovered += 1
+            return None
         async with self.pool.sandbox(self.baseline.snapshot) as box:
             box.files.write_text(mutation.path, mutated)
-            run = await run_pytest(box, self.baseline.test_cmd, [], self.timeout)
+            run = await run_pytest(box, self.baseline.test_cmd, files or [], self.timeout)
         if run.result.timed_out:
             self.stats.timed_out += 1
             return None
-        xfail = self.baseline.xfail
-        broken = [t for t in self.baseline.passed if not outcome_passes(t, run.outcomes.get(t), xfail)]
+        passed, xfail = self.baseline.passed, self.baseline.xfail
+        tested = passed if files is None else [test for test in passed if test_files([test])[0] in files]
+        broken = [test for test in tested if not outcome_passes(test, run.outcomes.get(test), xfail)]
         if not broken:
             self.stats.unnoticed += 1
             return None
@@ -283,7 +306,9 @@ async def synthesize_repo(
     started = loop.time()
     name = repo_dir.resolve().name
     snapshot = store_snapshot(repo_dir, snapshots, name)
-    baseline = await run_baseline(pool, name, snapshot, test_cmd, config.tasks.test_timeout_s)
+    baseline = await run_baseline(
+        pool, name, snapshot, test_cmd, config.tasks.test_timeout_s, config.tasks.select_tests
+    )
     candidates = await asyncio.to_thread(ordered_candidates, snapshot, library_files(snapshot), seed)
     synthesizer = Synthesizer(pool, baseline, config, seed)
     tasks = await synthesizer.run(candidates, wanted, jobs or os.cpu_count() or 1, progress)

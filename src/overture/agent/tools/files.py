@@ -3,7 +3,9 @@
 All of them go through the sandbox's confined file helpers (`Sandbox.files`), so no path can
 leave the workspace; the blocking file calls run in a worker thread so that the calls of one
 turn overlap. Outputs are plain text written for the model: numbered lines (`N|text`), what
-remains after a capped read, and errors that say what to do instead.
+remains after a capped read, and errors that say what to do instead. `list_dir` and
+`glob_file_search` leave out bytecode caches (`__pycache__`): they are not source (task
+snapshots keep their test modules' compiled bytecode there, `overture.tasks.snapshots`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from overture.agent.tools.base import Tool, ToolContext, ToolError, param, param
 from overture.sandbox import PathEscape
 from overture.sandbox.files import glob_to_regex, looks_binary
 from overture.text import numbered_lines
+
+BYTECODE_CACHE = "__pycache__"
 
 
 def _file_error(path: str, exc: Exception) -> ToolError:
@@ -80,7 +84,9 @@ async def list_dir(context: ToolContext, args: dict[str, Any]) -> str:
     path = args["path"]
     entries = await _in_thread(path, context.sandbox.files.list_dir, path)
     ignore = [glob_to_regex(pattern) for pattern in args["ignore_globs"]]
-    entries = [e for e in entries if not any(rule.fullmatch(e.name) for rule in ignore)]
+    entries = [
+        e for e in entries if e.name != BYTECODE_CACHE and not any(rule.fullmatch(e.name) for rule in ignore)
+    ]
     if not entries:
         return f"{path}: empty directory"
     cap = context.config.list_dir_max_entries
@@ -97,6 +103,7 @@ async def list_dir(context: ToolContext, args: dict[str, Any]) -> str:
 async def glob_file_search(context: ToolContext, args: dict[str, Any]) -> str:
     pattern, path = args["pattern"], args["path"]
     found: list[str] = await _in_thread(path, context.sandbox.files.glob, pattern, path)
+    found = [file for file in found if BYTECODE_CACHE not in file.split("/")]
     if not found:
         return f"no files match {pattern!r}"
     cap = context.config.glob_max_results

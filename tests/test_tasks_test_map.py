@@ -1,0 +1,213 @@
+"""The baseline run's test map (which test files call which functions) and test bytecode: a
+mutant runs only the files that call its function, synthesis makes the same tasks as with the
+whole suite, and the kept bytecode never stands in for a changed test file."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from overture.config import RunConfig
+from overture.sandbox import SandboxPool
+from overture.tasks.mutations import find_mutations
+from overture.tasks.pytest_report import run_pytest
+from overture.tasks.snapshots import repository_files, store_snapshot
+from overture.tasks.synthesis import Synthesizer, ordered_candidates, run_baseline
+
+CORE = '''"""Helpers that tests reach in different ways."""
+import threading
+
+
+def double(x):
+    return x * 2
+
+
+def square(x):
+    return x * x
+
+
+def table():
+    return [square(i) for i in range(4)]
+
+
+def collected():
+    return 3
+
+
+def in_thread():
+    return 5
+
+
+def run_in_thread():
+    out = []
+    worker = threading.Thread(target=lambda: out.append(in_thread()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def untested(x):
+    return x - 1
+
+
+class Box:
+    def size(self):
+        return 1 + 1
+
+    def nested(self):
+        def helper(v):
+            return v + 1
+
+        return helper(1)
+'''
+
+CONFTEST = '''import pytest
+
+from mini_kit.core import table
+
+
+@pytest.fixture(scope="session")
+def squares():
+    return table()
+'''
+
+TEST_A = '''from mini_kit.core import Box, double, run_in_thread
+
+
+def test_double():
+    assert double(2) == 4
+
+
+def test_box():
+    assert Box().size() == 2
+    assert Box().nested() == 2
+
+
+def test_thread():
+    assert run_in_thread() == 5
+'''
+
+TEST_B = '''from mini_kit.core import collected
+
+THREE = collected()
+
+
+def test_squares(squares):
+    assert squares == [0, 1, 4, 9]
+
+
+def test_three():
+    assert THREE == 3
+'''
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "mini_kit"
+    files = {
+        "mini_kit/__init__.py": "",
+        "mini_kit/core.py": CORE,
+        "tests/conftest.py": CONFTEST,
+        "tests/test_a.py": TEST_A,
+        "tests/test_b.py": TEST_B,
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    return repo
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    return store_snapshot(make_repo(tmp_path), tmp_path / "snapshots")
+
+
+def baseline_of(snapshot: Path, map_tests: bool = True):
+    async def main():
+        async with SandboxPool(RunConfig().sandbox) as pool:
+            return await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", 60, map_tests)
+
+    return asyncio.run(main())
+
+
+def test_each_function_maps_to_the_test_files_that_call_it(snapshot):
+    test_map = baseline_of(snapshot).test_map
+    assert test_map is not None
+    expected = {
+        "double": ["tests/test_a.py"],
+        "Box.size": ["tests/test_a.py"],
+        "Box.nested": ["tests/test_a.py"],
+        "Box.nested.helper": ["tests/test_a.py"],  # a nested function, named as mutation sites name it
+        "in_thread": ["tests/test_a.py"],  # called in a thread the test started
+        "collected": ["tests/test_b.py"],  # called while the test module was imported
+        "table": None,  # a session-scoped fixture's: any test may use its value, so every file runs
+        "square": None,
+        "untested": [],
+    }
+    source = (snapshot / "mini_kit/core.py").read_text()
+    mutated = {m.function for m in find_mutations(source, "mini_kit/core.py")}
+    assert {"double", "Box.size", "Box.nested.helper", "untested"} <= mutated
+    for function, files in expected.items():
+        assert test_map.files_for("mini_kit/core.py", function) == files, function
+
+
+def test_without_a_map_every_candidate_runs_the_whole_suite(snapshot):
+    baseline = baseline_of(snapshot, map_tests=False)
+    assert baseline.test_map is None
+    synthesizer = Synthesizer(None, baseline, RunConfig(), seed=0)  # type: ignore[arg-type]
+    candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
+    assert {synthesizer.files_to_run(m) is None for m in candidates} == {True}
+
+
+def without_addresses(text: str) -> str:
+    """A statement with the object addresses a failure's repr prints (`at 0x7f...`) blanked."""
+    return re.sub(r"0x[0-9a-f]+", "0x?", text)
+
+
+def test_selected_tests_give_the_same_tasks_as_the_whole_suite(tmp_path):
+    repo = make_repo(tmp_path)
+
+    def synthesize(select: bool):
+        config = RunConfig.model_validate({"tasks": {"select_tests": select, "pass_to_pass": 3}})
+        snapshot = store_snapshot(repo, tmp_path / f"snapshots-{select}")
+
+        async def main():
+            async with SandboxPool(config.sandbox) as pool:
+                baseline = await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", 60, select)
+                synthesizer = Synthesizer(pool, baseline, config, seed=0)
+                candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
+                tasks = await synthesizer.run(candidates, wanted=100, jobs=2, progress=None)
+                return {t.instance_id: t for t in tasks}, synthesizer.stats
+
+        return asyncio.run(main())
+
+    (selected, stats), (whole, whole_stats) = synthesize(True), synthesize(False)
+    assert selected.keys() == whole.keys() and len(selected) >= 5
+    for instance_id, task in selected.items():
+        other = whole[instance_id]
+        assert (task.FAIL_TO_PASS, task.PASS_TO_PASS, without_addresses(task.problem_statement)) == (
+            other.FAIL_TO_PASS, other.PASS_TO_PASS, without_addresses(other.problem_statement),
+        )  # fmt: skip
+    assert stats.uncovered > 0 and whole_stats.uncovered == 0  # `untested` never ran
+    assert stats.unnoticed == whole_stats.unnoticed and stats.valid == whole_stats.valid
+
+
+def test_baseline_keeps_test_bytecode_in_the_snapshot_and_a_changed_test_runs_anew(snapshot, tmp_path):
+    files_before = repository_files(snapshot)
+    baseline_of(snapshot)
+    kept = sorted(path.name for path in snapshot.rglob("*.pyc"))
+    assert [name.split(".")[0] for name in kept] == ["conftest", "test_a", "test_b"]
+    assert all("-pytest-" in name for name in kept)  # test modules only: no library bytecode
+    assert repository_files(snapshot) == files_before
+    assert store_snapshot(make_repo(tmp_path / "again"), snapshot.parent) == snapshot  # same content hash
+
+    async def run_changed():
+        async with SandboxPool(RunConfig().sandbox) as pool, pool.sandbox(snapshot) as box:
+            box.files.write_text("tests/test_a.py", TEST_A.replace("== 4", "== 5"))
+            return await run_pytest(box, "python -m pytest", ["tests/test_a.py"], 60)
+
+    run = asyncio.run(run_changed())
+    assert run.outcomes["tests/test_a.py::test_double"] == "FAILED"
+    assert run.outcomes["tests/test_a.py::test_box"] == "PASSED"
