@@ -53,6 +53,10 @@ def untested(x):
     return x - 1
 
 
+def scaled(x):
+    return x * 10
+
+
 class Box:
     def size(self):
         return 1 + 1
@@ -101,6 +105,12 @@ def test_squares(squares):
 
 def test_three():
     assert THREE == 3
+
+
+def test_factor():
+    from mini_kit.extra import FACTOR  # first imported here: its top level runs in this test
+
+    assert FACTOR == 20
 '''
 
 
@@ -109,6 +119,7 @@ def make_repo(root: Path) -> Path:
     files = {
         "mini_kit/__init__.py": "",
         "mini_kit/core.py": CORE,
+        "mini_kit/extra.py": "from mini_kit.core import scaled\n\nFACTOR = scaled(2)\n",
         "tests/conftest.py": CONFTEST,
         "tests/test_a.py": TEST_A,
         "tests/test_b.py": TEST_B,
@@ -141,8 +152,10 @@ def test_each_function_maps_to_the_test_files_that_call_it(snapshot):
         "Box.nested": ["tests/test_a.py"],
         "Box.nested.helper": ["tests/test_a.py"],  # a nested function, named as mutation sites name it
         "in_thread": ["tests/test_a.py"],  # called in a thread the test started
-        "collected": ["tests/test_b.py"],  # called while the test module was imported
-        "table": None,  # a session-scoped fixture's: any test may use its value, so every file runs
+        # What a module's top level calls, any test may see: every file runs for these.
+        "collected": None,  # a test module's, at collection
+        "scaled": None,  # a library module's, first imported by one test
+        "table": None,  # a session-scoped fixture's
         "square": None,
         "untested": [],
     }

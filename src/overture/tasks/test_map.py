@@ -2,12 +2,14 @@
 
 Synthesis runs a repository's whole suite once on the clean code (its baseline). Run with
 `test_map_plugin` loaded, that run also records, for each test file, every function its tests
-called (`overture.tasks.test_map_plugin` says how fixtures, collection and threads count). A
+called (`overture.tasks.test_map_plugin` says how fixtures, imports and threads count). A
 mutation changes the body of one function, so a test file whose tests never called it runs
 exactly as on the clean code and cannot notice it: a candidate runs only the files that called
 its function (`TestMap.files_for`), none at all when no test calls it, and the whole suite when
-code outside any one file called it (conftest imports, session-scoped fixtures). The tests of the
-files left out count as passing, as they did on the clean code.
+code whose effect any test may see called it (a module's top level, a session-scoped fixture,
+collection). The tests of the files left out count as passing, as they did on the clean code.
+One case differs from a whole-suite run: a mutant that kills pytest (a memory limit) leaves no
+outcome for any test, which made every test of the suite FAIL_TO_PASS; now only its files' tests.
 
 A run whose map cannot be read (another pytest, Python < 3.11, a plugin that failed) gives no
 map, and every candidate runs the whole suite as before.

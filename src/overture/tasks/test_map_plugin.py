@@ -5,10 +5,11 @@ baseline run and loads it with `-p` (`overture.tasks.test_map`), so it imports o
 library and pytest, and runs under whatever pytest the repository's test command starts.
 
 While the suite runs, a profile hook (`sys.setprofile`, and `threading.setprofile` for threads
-the tests start) notes every Python function called, under a key: the test file being collected
-(its module-level code runs then) or whose test is running (setup, call and teardown, so its
-fixtures count), and `*` outside any file — conftest imports, session start and end, and the
-setup of session- or package-scoped fixtures, whose values any test may use. At the end it
+the tests start) notes every Python function called, under a key: the test file whose test is
+running (setup, call and teardown, so its fixtures count), or `*` for calls whose effect any test
+may see — everything outside a test (collection, conftest imports, session start and end), the
+setup of session- or package-scoped fixtures, and the top-level code of any module, whenever it
+is first imported (a library module imported by one test serves every later one). At the end it
 writes JSON `{key: [[path, qualified name], ...]}` to the file `OVERTURE_TEST_MAP` names, paths
 relative to the working directory (the workspace) and only for files under it, qualified names
 without `<locals>` (`outer.inner`, `Class.method`), as the mutation sites name functions.
@@ -33,33 +34,26 @@ class FunctionCalls:
         self.root = os.getcwd() + os.sep
         self.calls: dict[str, set] = {EVERY_FILE: set()}
         self.current = self.calls[EVERY_FILE]
+        self.modules: list[tuple[object, set]] = []  # module bodies running: (frame, key before)
 
     def _profile(self, frame, event, arg) -> None:
         if event == "call":
-            self.current.add(frame.f_code)
+            code = frame.f_code
+            self.current.add(code)
+            if code.co_name == "<module>":
+                self.modules.append((frame, self.current))
+                self.current = self.calls[EVERY_FILE]
+        elif event == "return" and self.modules and self.modules[-1][0] is frame:
+            self.current = self.modules.pop()[1]
 
     def _enter(self, key: str) -> set:
         previous = self.current
         self.current = self.calls.setdefault(key, set())
         return previous
 
-    def _file_key(self, path: object) -> str:
-        return os.path.relpath(str(path), self.root)
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_make_collect_report(self, collector):
-        if not isinstance(collector, pytest.Module):
-            yield
-            return
-        previous = self._enter(self._file_key(collector.path))
-        try:
-            yield
-        finally:
-            self.current = previous
-
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        previous = self._enter(self._file_key(item.path))
+        previous = self._enter(os.path.relpath(str(item.path), self.root))
         try:
             yield
         finally:
