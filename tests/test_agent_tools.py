@@ -429,3 +429,25 @@ def test_the_index_cache_keeps_one_version_per_repository(tmp_path):
     assert second is not first
     versions = [key for key in search_index._CACHE if key[0] == str(repo.resolve())]
     assert len(versions) == 1  # the stale index was dropped
+
+
+def test_an_index_of_a_base_with_one_file_changed_parses_only_that_file(tmp_path, monkeypatch):
+    from overture.agent.search import index as search_index
+
+    first = make_repo(tmp_path / "one")
+    second = make_repo(tmp_path / "two")  # the same repository, as a task's base is
+    (second / "calc" / "core.py").write_text((second / "calc" / "core.py").read_text() + "\n# changed\n")
+    search_index.base_index(first, "bm25", "")
+    parsed: list[str] = []
+    chunk_file = search_index.chunk_file
+
+    def counted(path: str, text: str):
+        parsed.append(path)
+        return chunk_file(path, text)
+
+    monkeypatch.setattr(search_index, "chunk_file", counted)
+    index = search_index.base_index(second, "bm25", "")
+    assert parsed == ["calc/core.py"]
+    monkeypatch.setattr(search_index, "_CHUNKS", {})  # nothing kept: every file parsed anew
+    fresh = BaseIndex.build(second, "bm25")
+    assert len(parsed) > 2 and index.chunks == fresh.chunks and index.hashes == fresh.hashes

@@ -6,7 +6,9 @@ the backend and a fingerprint of its files (path, size, mtime), so every episode
 repository shares one index (and embeddings persist on disk, see `vector_store.py`).
 `EpisodeSearch` layers the episode's changes on top: files the edit tools wrote are re-chunked
 on the next query, and after a terminal command (which may have changed anything) the
-workspace is rescanned by content hash.
+workspace is rescanned by content hash. Chunks are kept per file content (`read_chunks`): a
+task's base is its repository with one file changed, so the index of the next task's base parses
+only that file.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ _CACHE: dict[tuple[str, str, str], BaseIndex] = {}
 _CACHE_LOCK = threading.Lock()
 _BUILD_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
 _FALLBACK_LOGGED = False
+_CHUNKS: dict[tuple[str, str], tuple[Chunk, ...]] = {}  # (path, content hash) -> its chunks
+_CHUNKS_KEPT = 20_000  # files' chunk lists kept at most; the oldest go first
+_CHUNKS_LOCK = threading.Lock()
 
 
 @dataclass
@@ -71,9 +76,17 @@ def read_chunks(files: ConfinedFiles, path: str) -> tuple[str, list[Chunk]]:
         data = files.read_bytes(path)
     except (OSError, ValueError):
         return "", []
+    key = digest(data)
     if looks_binary(data):
-        return digest(data), []
-    return digest(data), chunk_file(path, data.decode("utf-8", errors="replace"))
+        return key, []
+    chunks = _CHUNKS.get((path, key))
+    if chunks is None:
+        chunks = tuple(chunk_file(path, data.decode("utf-8", errors="replace")))
+        with _CHUNKS_LOCK:
+            if len(_CHUNKS) >= _CHUNKS_KEPT:
+                del _CHUNKS[next(iter(_CHUNKS))]
+            _CHUNKS[(path, key)] = chunks
+    return key, list(chunks)
 
 
 class Ranker:
