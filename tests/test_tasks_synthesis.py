@@ -16,7 +16,13 @@ from overture.tasks.pytest_report import Failure, Frame
 from overture.tasks.snapshots import patched_files, starting_base, store_snapshot
 from overture.tasks.spec import Task, read_tasks
 from overture.tasks.statement import MIN_CONTAINED, write_statement
-from overture.tasks.synthesis import Synthesizer, assign_splits, changed_lines, run_baseline
+from overture.tasks.synthesis import (
+    Synthesizer,
+    assign_splits,
+    changed_lines,
+    ordered_candidates,
+    run_baseline,
+)
 
 
 def test_tasks_are_valid_and_cover_several_functions(numbers_task_set):
@@ -150,3 +156,21 @@ def test_nothing_a_sandbox_can_see_names_the_kind_of_bug(numbers_task_set):
         kind = task.metadata["kind"]
         assert kind not in task.instance_id
         assert kind not in str(starting_base(task)) and task.instance_id not in str(starting_base(task))
+
+
+def test_the_tasks_are_the_first_valid_candidates_whatever_finishes_first(tmp_path):
+    repo = make_numbers_repo(tmp_path)
+    snapshot = store_snapshot(repo, tmp_path / "snapshots")
+    candidates = ordered_candidates(snapshot, ["numbers_kit/core.py"], seed=0)
+
+    async def main(jobs: int) -> list[str]:
+        async with SandboxPool(RunConfig().sandbox) as pool:
+            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
+            synthesizer = Synthesizer(pool, baseline, config(), seed=0)
+            tasks = await synthesizer.run(candidates, wanted=5, jobs=jobs, progress=None)
+            assert synthesizer.stats.valid == len(tasks)
+            return [task.instance_id for task in tasks]
+
+    one_at_a_time = asyncio.run(main(jobs=1))
+    assert len(one_at_a_time) == 5
+    assert asyncio.run(main(jobs=3)) == one_at_a_time

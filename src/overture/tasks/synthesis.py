@@ -243,14 +243,19 @@ class Synthesizer:
     async def run(
         self, candidates: list[Mutation], wanted: int, jobs: int, progress: Progress | None
     ) -> list[Task]:
-        """Validate candidates `jobs` at a time until `wanted` tasks or no candidates are left."""
-        tasks: list[Task] = []
+        """Validate candidates `jobs` at a time until `wanted` tasks or no candidates are left.
+
+        The tasks are the first `wanted` valid candidates in candidate order, in that order,
+        whichever validation finishes first: a worker takes no new candidate once `wanted` are
+        found, and every candidate before the last one taken has been validated by the end."""
+        found: list[tuple[int, Task]] = []
         limit = self.config.tasks.max_candidates or len(candidates)
-        queue = iter(candidates[:limit])  # shared by the workers: one event loop, no await inside next()
+        # Shared by the workers: one event loop, no await inside next().
+        queue = enumerate(candidates[:limit])
 
         async def worker() -> None:
-            while len(tasks) < wanted:
-                mutation = next(queue, None)
+            while len(found) < wanted:
+                index, mutation = next(queue, (-1, None))
                 if mutation is None:
                     return
                 mutated = self.mutate(mutation)
@@ -258,14 +263,14 @@ class Synthesizer:
                     continue
                 self.stats.candidates += 1
                 task = await self.validate(mutation, mutated)
-                if task is not None and len(tasks) < wanted:
-                    tasks.append(task)
-                    self.stats.valid += 1
+                if task is not None:
+                    found.append((index, task))
+                    self.stats.valid = min(len(found), wanted)
                 if progress is not None:
                     progress(self.stats)
 
         await asyncio.gather(*(worker() for _ in range(jobs)))
-        return tasks
+        return [task for _, task in sorted(found, key=lambda pair: pair[0])[:wanted]]
 
 
 def assign_splits(
