@@ -30,12 +30,15 @@ from overture.config.schema import ParallelConfig
 from overture.distributed import build_meshes, spawn
 from overture.model import Transformer, load_pretrained
 from overture.rl.batching import build_micro_batches
+from overture.rl.demonstrations import synthetic_demonstrations
 from overture.rl.logprobs import token_logprobs
 from overture.rl.pretrain import pretrain
 from overture.rl.run_dir import read_metrics
 from overture.rl.samples import TrainingSample
 from overture.rl.sft import sft
 from overture.rl.trainer import Trainer
+from overture.text import Tokenizer
+from overture.text.tokenizer import TOKENIZER_FILE
 
 VOCAB = 1024
 STEPS = 4
@@ -57,13 +60,25 @@ MODEL = tiny_model_config(
 MODEL_KEYS = Transformer(MODEL).state_dict().keys()
 
 
+def fixed_tokenizer(root: Path) -> str:
+    """A tokenizer trained on synthetic demonstrations, once per folder. The default one is trained
+    on the package's source, so every edit of the code changed these runs' token ids, and with
+    them which near-ties of top-k routing the two layouts break apart: the balancing bias moves by
+    the sign of each expert's load, so one flipped tie moved every element of it."""
+    folder = root / "tokenizer"
+    if not (folder / TOKENIZER_FILE).is_file():
+        texts = [json.dumps(record["messages"]) for record in synthetic_demonstrations(64, seed=0)]
+        Tokenizer.train(texts, vocab_size=VOCAB, min_frequency=1).save(folder)
+    return str(folder)
+
+
 def sft_config(tmp_path: Path, name: str, **sections: dict) -> RunConfig:
     data = {
         "name": name,
         "output_dir": str(tmp_path),
         "seed": 1,
         "model": MODEL.model_dump(),
-        "tokenizer": {"vocab_size": VOCAB},
+        "tokenizer": {"vocab_size": VOCAB, "path": fixed_tokenizer(tmp_path)},
         # 5 demonstrations a step: 3 on one rank, 2 on the other; small micro-batches, so the
         # ranks run different numbers of them (the shorter one pads).
         "training": {
