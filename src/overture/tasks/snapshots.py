@@ -102,8 +102,8 @@ def keep_test_bytecode(sandbox: Sandbox, snapshot: Path) -> int:
     """Copy into `snapshot` the bytecode of its test modules that pytest's assertion rewriting
     left in `sandbox` (a sandbox over `snapshot` whose run wrote bytecode, `BYTECODE_WRITES`);
     how many files. Every later sandbox over the snapshot, or over a task's starting base linked
-    from it, then imports its test modules without rewriting them again (a third of a small
-    suite's run). pytest checks each against its source's size and modification time, so a test
+    from it, then imports its test modules without rewriting them again (about a quarter of a
+    small suite's run). pytest checks each against its source's size and modification time, so a test
     file changed since is rewritten as before; library modules get no bytecode here, so a mutated
     module can never be served the clean one's."""
     kept = 0

@@ -198,7 +198,7 @@ class Synthesizer:
             return None
         async with self.pool.sandbox(self.baseline.snapshot) as box:
             box.files.write_text(mutation.path, mutated)
-            run = await run_pytest(box, self.baseline.test_cmd, files or [], self.timeout)
+            run = await run_pytest(box, self.baseline.test_cmd, [] if files is None else files, self.timeout)
         if run.result.timed_out:
             self.stats.timed_out += 1
             return None
