@@ -12,7 +12,9 @@ One case differs from a whole-suite run: a mutant that kills pytest (a memory li
 outcome for any test, which made every test of the suite FAIL_TO_PASS; now only its files' tests.
 
 A run whose map cannot be read (another pytest, Python < 3.11, a plugin that failed) gives no
-map, and every candidate runs the whole suite as before.
+map, and every candidate runs the whole suite as before. Code that tests run in other processes
+is not seen: a function reached only that way counts as called by no test, and its candidates are
+dropped unvalidated.
 """
 
 from __future__ import annotations
