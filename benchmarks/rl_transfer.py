@@ -25,10 +25,6 @@ from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir
 from overture.tasks import read_tasks
 
 
-def function_of(task) -> str:
-    return f"{task.repo}:{task.metadata.get('file')}:{task.metadata.get('function')}"
-
-
 def read_episodes(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -44,7 +40,7 @@ def main() -> None:
     tasks_file = args.tasks or Path(config.tasks.source)
     if args.tasks is None and config.tasks.source == "builtin":
         tasks_file = builtin_cache_dir(config) / TASK_FILE
-    function = {task.instance_id: function_of(task) for task in read_tasks(tasks_file)}
+    function = {task.instance_id: task.function for task in read_tasks(tasks_file)}
     trajectories = args.run / "trajectories"
 
     trained: dict[str, str] = {}  # function -> "resolved" (some trained episode resolved) or "failed"

@@ -212,6 +212,14 @@ class RLConfig(Section):
         description="dynamic sampling: zero-signal groups a batch may leave out; past that they join "
         "it, so a policy that solves every task or none still reaches its steps",
     )
+    replay_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="curriculum by function: the share of new groups drawn from the functions whose "
+        "groups had signal (some episodes resolved, some not), in turn, until a group of one comes back "
+        "all resolved; RL sharpens the functions it trains on (docs/benchmarks.md)",
+    )
     constant_normalizer: int = Field(
         4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"
     )

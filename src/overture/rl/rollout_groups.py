@@ -14,7 +14,8 @@ every episode has ended (finished, truncated or failed) and been graded. Each ep
   sandbox, and keeps a second death as a failed trajectory (reward 0) with its reason; a second
   failure to start raises, as the pool is then broken.
 
-`TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first;
+`TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first,
+and with `rl.replay_share` comes back to the functions whose groups had signal (below);
 `RolloutStats` counts what happened (aborts, resumes, retries, tokens, generation-idle time).
 
 The orchestrator starts groups through a `Rollouts` handle: `LocalRollouts` runs them in its own
@@ -44,16 +45,36 @@ SANDBOX_DIED = "sandbox died"
 
 
 class TaskQueue:
-    """Train tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first."""
+    """Train tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first.
 
-    def __init__(self, tasks: Sequence[Task], seed: int) -> None:
+    A curriculum by function (`replay_share` > 0): RL sharpens the functions it trains on and no
+    others (docs/benchmarks.md, "RL sharpens the functions it trains on"), and the fix of every
+    bug in a function ends in the same code. So a function whose complete group had signal
+    (`record`: some episodes resolved, some not) is replayed: that share of the tasks dealt come
+    from the replayed functions in turn, each function's tasks in turn, until a group of it comes
+    back all resolved. The rest, and all of them while no function is replayed, come from the
+    shuffled order as without it."""
+
+    def __init__(self, tasks: Sequence[Task], seed: int, replay_share: float = 0.0) -> None:
         self.tasks = list(tasks)
         if not self.tasks:
             raise ValueError("the task queue needs at least one task")
         self._rng = random.Random(seed)
         self._order: deque[Task] = deque()
+        self.replay_share = replay_share
+        self._by_function: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            self._by_function.setdefault(task.function, []).append(task)
+        self._replayed: deque[str] = deque()  # functions with signal, in turn
+        self._dealt: dict[str, int] = {}  # tasks of each replayed function dealt so far
 
     def next(self) -> Task:
+        if self._replayed and self.replay_share and self._rng.random() < self.replay_share:
+            function = self._replayed[0]
+            self._replayed.rotate(-1)
+            tasks, dealt = self._by_function[function], self._dealt.get(function, 0)
+            self._dealt[function] = dealt + 1
+            return tasks[dealt % len(tasks)]
         if not self._order:
             order = list(self.tasks)
             self._rng.shuffle(order)
@@ -62,6 +83,18 @@ class TaskQueue:
 
     def requeue(self, task: Task) -> None:
         self._order.appendleft(task)
+
+    def record(self, task: Task, rewards: Sequence[float]) -> None:
+        """A complete group of `task` earned `rewards`: with signal its function is replayed; all
+        resolved (every reward the same and above 0), it is not any more."""
+        function = task.function
+        if function not in self._by_function or not rewards:
+            return
+        if len(set(rewards)) > 1:
+            if function not in self._replayed:
+                self._replayed.append(function)
+        elif rewards[0] > 0 and function in self._replayed:
+            self._replayed.remove(function)
 
 
 @dataclass

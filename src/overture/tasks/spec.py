@@ -72,6 +72,14 @@ class Task:
             raise TaskError(f"task {name}: test_cmd is empty")
 
     @property
+    def function(self) -> str:
+        """The function the task's bug is in, `repo:file:function`, for a synthesized task (whose
+        `metadata` names it); the task's own id for any other."""
+        if not self.metadata.get("function"):
+            return self.instance_id
+        return f"{self.repo}:{self.metadata.get('file')}:{self.metadata['function']}"
+
+    @property
     def test_ids(self) -> list[str]:
         """FAIL_TO_PASS then PASS_TO_PASS, each once."""
         return list(dict.fromkeys([*self.FAIL_TO_PASS, *self.PASS_TO_PASS]))

@@ -281,10 +281,9 @@ def assign_splits(
     for task in tasks:
         task.metadata.pop("heldout_by", None)
         task.split = "train"
-        function = f"{task.repo}:{task.metadata.get('file')}:{task.metadata.get('function')}"
         if task.repo in heldout_repos:
             task.split, task.metadata["heldout_by"] = "heldout", "repository"
-        elif _draw(f"{seed}:{function}") < fraction:
+        elif _draw(f"{seed}:{task.function}") < fraction:
             task.split, task.metadata["heldout_by"] = "heldout", "function"
         elif _draw(f"{seed}:task:{task.instance_id}") < task_fraction:
             task.split, task.metadata["heldout_by"] = "heldout", "task"
