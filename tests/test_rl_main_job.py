@@ -381,6 +381,16 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
 
     monkeypatch.setattr(main_job, "load_tokenizer", rederived)
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
+    checkpoint_state = json.loads((run / "checkpoints" / "step-00000001" / "state.json").read_text())
+    saved_queue = checkpoint_state["extra"]["task_queue"]
+    restored_queues = []
+
+    class RecordingOrchestrator(main_job.Orchestrator):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            restored_queues.append(args[5] if len(args) > 5 else kwargs.get("task_queue"))
+
+    monkeypatch.setattr(main_job, "Orchestrator", RecordingOrchestrator)
     sft_records = len(read_metrics(run / "sft"))
     # As if step 2 had been logged when the process was killed, before its checkpoint.
     lost = {**read_metrics(run)[-1], "step": 2, "lost": True}
@@ -400,6 +410,7 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
     assert [(r["step"], r["version"]) for r in rl_records] == [(1, 1), (2, 2)] and "lost" not in rl_records[1]
     assert [r["when"] for r in records if r["phase"] == "eval"] == ["before", "after"]  # not evaluated twice
     assert len(read_metrics(run / "sft")) == sft_records  # SFT was not run again
+    assert saved_queue["order"] and restored_queues == [saved_queue]  # tasks dealt on from where it stood
     state = json.loads((run / "checkpoints" / "step-00000002" / "state.json").read_text())
     assert state["step"] == 2 and state["policy_version"] == 2
     tasks = read_tasks(summary["tasks"]["source"])

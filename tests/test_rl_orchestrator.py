@@ -5,6 +5,7 @@ partial rollouts that are aborted and resumed, sandbox deaths, and configuration
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator
@@ -195,6 +196,51 @@ def test_task_queue_replays_functions_whose_groups_had_signal_until_one_comes_ba
     half.record(tasks[0], [1.0, 0.0])
     dealt = [half.next().function for _ in range(200)]
     assert 60 < dealt.count(function) < 160  # about half, plus its share of the shuffled order
+
+
+def test_task_queue_state_round_trips_through_json_and_deals_what_the_queue_would_have(numbers_tasks):
+    queue = TaskQueue(numbers_tasks, seed=7, replay_share=0.5)
+    dealt = [queue.next() for _ in range(len(numbers_tasks) + 3)]  # into its second pass
+    queue.record(dealt[0], [1.0, 0.0])
+    lost = dealt[-2:]  # e.g. the tasks of groups still in flight at a checkpoint
+    state = json.loads(json.dumps(queue.state(lost)))
+    restored = TaskQueue(numbers_tasks, seed=7, replay_share=0.5)
+    restored.restore(state)
+    for task in reversed(lost):  # saved first: as if re-queued
+        queue.requeue(task)
+    assert [restored.next() for _ in range(60)] == [queue.next() for _ in range(60)]
+    other_tasks = [t for t in numbers_tasks if t.instance_id != dealt[-1].instance_id]
+    with pytest.raises(ValueError, match="task set it was saved with"):
+        TaskQueue(other_tasks, seed=7).restore(state)
+
+
+def instance_ids(tasks) -> list[str]:
+    return sorted(task.instance_id for task in tasks)
+
+
+def test_an_orchestrator_restored_from_a_reports_task_queue_deals_the_lost_tasks_then_the_rest(numbers_tasks):
+    # B = 1, O = 2: after the first batch, groups are still in flight; a run resumed from that
+    # report's queue state starts their tasks first, then the tasks the first run would have dealt.
+    config = run_config(batch_groups=1, overprovision=2.0, staleness=2)
+    works = [1, 60, 1, 1, 1, 1, 1, 1]
+
+    def run(steps: int, task_queue=None) -> tuple[ScriptedRollouts, list[StepReport]]:
+        rollouts = ScriptedRollouts(list(works), CountingEngine())
+        orchestrator = Orchestrator(
+            config, numbers_tasks, rollouts.engine, CountingTrainer(), rollouts, task_queue
+        )
+        return rollouts, asyncio.run(orchestrator.run(steps))
+
+    uninterrupted, _ = run(3)
+    first, (report,) = run(1)
+    trained = {t.group_id for t in report.trajectories}
+    lost = [g.task for g in first.groups if g.group_id not in trained]
+    assert lost and report.task_queue and "task_queue" not in report.to_dict()
+    resumed, _ = run(1, json.loads(json.dumps(report.task_queue)))
+    started = [g.task for g in resumed.groups]
+    assert instance_ids(started[: len(lost)]) == instance_ids(lost)  # complete ones, then those in flight
+    rest = started[len(lost) :]
+    assert rest and rest == [g.task for g in uninterrupted.groups][len(first.groups) :][: len(rest)]
 
 
 class ScriptedGroup:

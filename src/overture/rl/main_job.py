@@ -50,7 +50,9 @@ SFT sub-run, with its per-step metrics.jsonl, tb/ and checkpoints, `best/` among
 again from its start, resumes SFT from its own checkpoint, and RL from the newest complete RL
 checkpoint: the optimizer step count, policy version and RL totals come back from it, the records
 of later (lost) steps are removed from metrics.jsonl, and the run trains the steps left. Rollouts
-in flight at the interruption are lost and the task order of the train queue starts afresh.
+in flight at the interruption are lost; the train-task queue comes back from the checkpoint too
+(`TaskQueue.state`), so their tasks are dealt again first and then the ones never dealt, in the
+order the interrupted run would have dealt them.
 """
 
 from __future__ import annotations
@@ -319,8 +321,10 @@ class MainJob:
         trainer = Trainer(load_pretrained(weights, dtype=dtype).to(device), rl_phase_config(config))
         restored = latest_checkpoint(self.run_dir.checkpoints) if self.resume else None
         totals: dict[str, Any] = {}
+        task_queue: dict[str, Any] | None = None
         if restored is not None:
-            totals = load_checkpoint(trainer, restored).extra["totals"]
+            extra = load_checkpoint(trainer, restored).extra
+            totals, task_queue = extra["totals"], extra.get("task_queue")
             display.echo(
                 f"resumed RL from {restored} (step {trainer.step}, version {trainer.policy_version})"
             )
@@ -337,7 +341,7 @@ class MainJob:
                 if restored is not None:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
-            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals, weights, restored)
+            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals, task_queue, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
@@ -476,11 +480,12 @@ class MainJob:
         train_tasks: list[Task],
         tokenizer: Tokenizer,
         totals: dict[str, Any],
+        task_queue: dict[str, Any] | None,
         weights: Path,
         restored: Path | None,
     ) -> dict[str, Any]:
-        """The RL steps left; `weights` and `restored` are where `trainer` came from (Ray actors
-        rebuild it from them)."""
+        """The RL steps left; `task_queue` is the restored checkpoint's queue state; `weights`
+        and `restored` are where `trainer` came from (Ray actors rebuild it from them)."""
         config = self.config
         totals = {
             "batches": 0,
@@ -510,7 +515,7 @@ class MainJob:
 
             if config.runtime.uses_ray:
                 run = self._orchestrate_on_ray(
-                    trainer.config, weights, restored, train_tasks, tokenizer, left, recorder
+                    trainer.config, weights, restored, train_tasks, task_queue, tokenizer, left, recorder
                 )
                 asyncio.run(run)
                 # The trainer actor's newest checkpoint hands its weights back to this process.
@@ -522,7 +527,9 @@ class MainJob:
                     lambda extra: save_checkpoint(trainer, self.run_dir.checkpoints, {}, extra, keep),
                     lambda: trainer.step,
                 )
-                asyncio.run(self._orchestrate(trainer, engine, train_tasks, tokenizer, left, on_step))
+                asyncio.run(
+                    self._orchestrate(trainer, engine, train_tasks, task_queue, tokenizer, left, on_step)
+                )
         self._timed("rl", began)
         return totals
 
@@ -531,6 +538,7 @@ class MainJob:
         trainer: Trainer,
         engine: Engine,
         train_tasks: list[Task],
+        task_queue: dict[str, Any] | None,
         tokenizer: Tokenizer,
         steps: int,
         on_step: Callable[[StepReport], None],
@@ -539,7 +547,9 @@ class MainJob:
         async with SandboxPool(rl_config.sandbox) as pool:
             handle = LocalEngine(engine)
             rollouts = local_rollouts(rl_config, handle, pool, tokenizer)
-            orchestrator = Orchestrator(rl_config, train_tasks, handle, LocalTrainer(trainer), rollouts)
+            orchestrator = Orchestrator(
+                rl_config, train_tasks, handle, LocalTrainer(trainer), rollouts, task_queue
+            )
             await orchestrator.run(steps, on_step)
 
     async def _orchestrate_on_ray(
@@ -548,6 +558,7 @@ class MainJob:
         weights: Path,
         restored: Path | None,
         train_tasks: list[Task],
+        task_queue: dict[str, Any] | None,
         tokenizer: Tokenizer,
         steps: int,
         recorder: Callable[..., Callable[[StepReport], None]],
@@ -559,7 +570,9 @@ class MainJob:
                 lambda extra: remote.save_checkpoint(self.run_dir.checkpoints, extra, keep),
                 lambda: remote.step,
             )
-            orchestrator = Orchestrator(rl_config, train_tasks, ray_rl.engine, remote, ray_rl.rollouts)
+            orchestrator = Orchestrator(
+                rl_config, train_tasks, ray_rl.engine, remote, ray_rl.rollouts, task_queue
+            )
             await orchestrator.run(steps, on_step)
 
     def _record_step(
@@ -587,7 +600,7 @@ class MainJob:
             totals[key] += getattr(report, key)
         every = self.config.training.checkpoint_every
         if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
-            save({"batches": number, "totals": totals})
+            save({"batches": number, "totals": totals, "task_queue": report.task_queue})
 
     # ------------------------------------------------------------------ endings
 

@@ -168,7 +168,8 @@ class StepReport:
     `requests_resent` counts generation requests sent again because the engine's process died
     (Ray only); `groups_left_out` counts zero-signal groups dynamic sampling kept out of batches.
     `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
-    which is the policy's reward on what it sampled.
+    which is the policy's reward on what it sampled. `task_queue` is the train-task queue's
+    state after the step (`TaskQueue.state`), for checkpoints; `to_dict` leaves it out.
     `staleness` maps trainer version minus a trajectory's oldest token version to the number of
     admitted trajectories with that lag.
     """
@@ -194,6 +195,7 @@ class StepReport:
     sampled_reward_mean: float = 0.0
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    task_queue: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def tokens_per_s(self) -> float:
@@ -201,8 +203,9 @@ class StepReport:
         return self.tokens_generated / self.wall_s if self.wall_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field but the trajectories (write those with `Trajectory.to_dict`)."""
-        data = {k: v for k, v in self.__dict__.items() if k != "trajectories"}
+        """Every field but the trajectories (write those with `Trajectory.to_dict`) and the task
+        queue's state."""
+        data = {k: v for k, v in self.__dict__.items() if k not in ("trajectories", "task_queue")}
         data["staleness"] = {str(lag): count for lag, count in sorted(self.staleness.items())}
         return data
 
@@ -246,9 +249,11 @@ class Orchestrator:
         engine: EngineHandle,
         trainer: TrainerHandle,
         rollouts: Rollouts,
+        task_queue: dict[str, Any] | None = None,
     ) -> None:
         """`tasks`: the task set (its train split is used); `rollouts`: where groups run
-        (`local_rollouts(...)` in this process)."""
+        (`local_rollouts(...)` in this process); `task_queue`: a step report's `task_queue`, to
+        deal tasks on from where that run stood (a resume)."""
         train = [task for task in tasks if task.split == "train"]
         check_config(config, train)
         if engine.version != trainer.version:
@@ -263,6 +268,8 @@ class Orchestrator:
         self.dynamic_sampling = config.rl.dynamic_sampling
         self.max_left_out = config.rl.max_left_out_groups
         self.queue = TaskQueue(train, config.seed, config.rl.replay_share)
+        if task_queue:
+            self.queue.restore(task_queue)
         self.rollouts = rollouts
         self.version = trainer.version
         self._in_flight: dict[asyncio.Task, GroupRun] = {}
@@ -461,4 +468,8 @@ class Orchestrator:
             wall_s=round(time.monotonic() - since, 6),
             train_metrics=dict(metrics),
             trajectories=trajectories,
+            # A resume from this step loses the groups not yet trained on: their tasks come first.
+            task_queue=self.queue.state(
+                [group.task for group, _ in self._complete] + [g.task for g in self._in_flight.values()]
+            ),
         )

@@ -15,7 +15,9 @@ every episode has ended (finished, truncated or failed) and been graded. Each ep
   failure to start raises, as the pool is then broken.
 
 `TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first,
-and with `rl.replay_share` comes back to the functions whose groups had signal (below);
+and with `rl.replay_share` comes back to the functions whose groups had signal (below); its
+`state()` goes into RL checkpoints, so that a resumed run deals the tasks the interrupted one
+had not yet dealt instead of starting the order again;
 `RolloutStats` counts what happened (aborts, resumes, retries, tokens, generation-idle time).
 
 The orchestrator starts groups through a `Rollouts` handle: `LocalRollouts` runs them in its own
@@ -31,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.config import RunConfig
@@ -83,6 +85,34 @@ class TaskQueue:
 
     def requeue(self, task: Task) -> None:
         self._order.appendleft(task)
+
+    def state(self, first: Sequence[Task] = ()) -> dict[str, Any]:
+        """Where the queue stands, JSON-ready, with `first` (tasks whose groups a checkpoint
+        does not keep: in flight, complete and not yet trained on) dealt again before the rest."""
+        version, internal, gauss = self._rng.getstate()
+        return {
+            "order": [task.instance_id for task in [*first, *self._order]],
+            "rng": [version, list(internal), gauss],
+            "replayed": list(self._replayed),
+            "dealt": dict(self._dealt),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a `state()` of a queue over the same tasks; a clear error if the tasks
+        differ."""
+        by_id = {task.instance_id: task for task in self.tasks}
+        unknown = [i for i in state["order"] if i not in by_id]
+        unknown += [f for f in state["replayed"] if f not in self._by_function]
+        if unknown:
+            raise ValueError(
+                f"the task queue's saved state names {len(unknown)} tasks or functions this run does "
+                f"not train on (first: {unknown[0]!r}): resume with the task set it was saved with"
+            )
+        version, internal, gauss = state["rng"]
+        self._rng.setstate((version, tuple(internal), gauss))
+        self._order = deque(by_id[i] for i in state["order"])
+        self._replayed = deque(state["replayed"])
+        self._dealt = dict(state["dealt"])
 
     def record(self, task: Task, rewards: Sequence[float]) -> None:
         """A complete group of `task` earned `rewards`: with signal its function is replayed; all
