@@ -4,13 +4,17 @@ The statement names the failing tests, quotes the error pytest reported (asserti
 exception) and gives the traceback tail as locations — `file:line in function` — with source
 lines only from test files, as a user pasting a report would. It never holds the diff, the
 changed line, or the fix: library source lines are never quoted, and any line that contains
-the text of a changed line (before or after the change) is dropped as a last guard.
+the text of a changed line (before or after the change) is dropped as a last guard. Object
+addresses in reprs (`<Graph object at 0x7f3a...>`) become `0x...`: they differ from one run of the
+tests to the next, so a task set is a function of its code and seed alone, and a policy is not
+shown a dozen digits of noise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Iterable
 
 from overture.tasks.pytest_report import Failure, is_test_file
@@ -19,6 +23,7 @@ MAX_TESTS_LISTED = 5
 MAX_ERROR_LINES = 8
 MAX_FRAMES = 6
 MIN_CONTAINED = 8  # shorter changed lines (`pass`, `i += 1`) are only caught as a whole line
+OBJECT_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+>")
 
 OPENINGS = (
     "Something in {repo} returns wrong results.",
@@ -73,7 +78,8 @@ def _report(failure: Failure) -> list[str]:
         block.append(f'  File "{frame.path}", line {frame.line}, in {frame.function}')
         if is_test_file(frame.path):
             block += [f"    {source.strip()}" for source in frame.source[:2] if source.strip()]
-    error = [line for line in failure.error if line.strip()][:MAX_ERROR_LINES]
+    error = [OBJECT_ADDRESS.sub("at 0x...>", line) for line in failure.error if line.strip()]
+    error = error[:MAX_ERROR_LINES]
     block += error or ["(no error message)"]
     block.append("```")
     return block
