@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import make_base
-from test_sandbox_security import host_processes_with
+from sandbox_helpers import host_processes_with, make_base, survivors, wait_until_running
 
 from overture.config import SandboxConfig
 from overture.sandbox import PoolClosed, PoolFull, SandboxPool, SandboxUnavailable
@@ -98,11 +97,7 @@ def test_closing_the_pool_fails_waiters_and_kills_everything(base):
                 pass
 
         running = asyncio.create_task(long_command())
-        for _ in range(200):
-            await asyncio.sleep(0.05)
-            if host_processes_with(marker):
-                break
-        assert host_processes_with(marker), "the long command never started"
+        assert await asyncio.to_thread(wait_until_running, marker), "the long command never started"
         waiting = asyncio.create_task(waiter())
         await asyncio.sleep(0.05)
         await pool.close()
@@ -113,8 +108,7 @@ def test_closing_the_pool_fails_waiters_and_kills_everything(base):
         return pool
 
     pool = asyncio.run(main())
-    time.sleep(0.2)
-    assert host_processes_with(marker) == []
+    assert survivors([marker]) == []
     assert not pool._state.exists()
 
 
@@ -160,19 +154,12 @@ def test_nothing_outlives_a_killed_owner(base, tmp_path):
     marker = f"owner-killed-{time.time_ns()}"
     owner = start_owner(base, tmp_path, marker, 120)
     assert owner.stdout.readline() == b"running\n"
-    deadline = time.time() + 5
-    while not host_processes_with(marker) and time.time() < deadline:
-        time.sleep(0.05)
-    assert host_processes_with(marker), "the sandboxed command never started"
-    assert host_processes_with(f"overture-holder {base.resolve()}")
+    assert wait_until_running(marker), "the sandboxed command never started"
+    holder = f"overture-holder {base.resolve()}"
+    assert host_processes_with(holder)
     owner.kill()
     owner.wait()
-    deadline = time.time() + 5
-    holder = f"overture-holder {base.resolve()}"
-    while (host_processes_with(marker) or host_processes_with(holder)) and time.time() < deadline:
-        time.sleep(0.05)
-    assert host_processes_with(marker) == []
-    assert host_processes_with(holder) == []  # the namespace holder went with its owner
+    assert survivors([marker, holder]) == []  # the namespace holder went with its owner too
     # What the killed pool left on disk (its state directory) is swept by the next pool.
     left = list(Path(default_state_root()).glob(f"overture-sandboxes-{owner.pid}-*"))
     assert left
@@ -192,10 +179,7 @@ def test_nothing_outlives_an_owner_killed_while_its_command_starts(base, tmp_pat
         time.sleep(rng.uniform(0, 0.03))
         owner.kill()
         owner.wait()
-    deadline = time.time() + 5
-    while any(map(host_processes_with, markers)) and time.time() < deadline:
-        time.sleep(0.05)
-    assert [marker for marker in markers if host_processes_with(marker)] == []
+    assert survivors(markers) == []
     asyncio.run(SandboxPool().close())  # sweeps what the killed pools left on disk
 
 

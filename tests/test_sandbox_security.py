@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import in_sandbox, make_base
+from sandbox_helpers import in_sandbox, make_base, survivors, wait_until_running
 
 from overture.sandbox import PathEscape
 from overture.sandbox.limits import CgroupLimits
@@ -95,18 +95,6 @@ def test_file_helpers_refuse_dotdot_and_symlink_escapes(base):
     assert via_link.startswith("def add") and via_parent == "# demo\n"
 
 
-def host_processes_with(marker: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                pass
-    return found
-
-
 def test_fork_bomb_is_contained(base):
     result = in_sandbox(
         base, lambda sb: sb.exec("bomb() { bomb | bomb & }; bomb; sleep 100", timeout=3), max_processes=64
@@ -152,7 +140,7 @@ def test_infinite_loop_times_out_and_is_killed(base):
     )
     assert result.timed_out
     assert 0.9 < result.duration_s < 5
-    assert host_processes_with(marker) == []
+    assert survivors([marker]) == []
 
 
 def test_huge_output_is_capped_keeping_head_and_tail(base):
@@ -170,8 +158,7 @@ def test_background_processes_do_not_outlive_their_command(base):
         base, lambda sb: sb.exec(["bash", "-c", f"(exec -a {marker} sleep 300) & echo started"], timeout=10)
     )
     assert result.stdout == "started\n" and not result.timed_out
-    time.sleep(0.2)
-    assert host_processes_with(marker) == []
+    assert survivors([marker]) == []
 
 
 def test_one_sandbox_cannot_read_another(base):
@@ -255,13 +242,9 @@ def test_a_cancelled_command_is_killed(base):
 
     async def body(sb):
         task = asyncio.create_task(sb.exec(["bash", "-c", f"exec -a {marker} sleep 60"], timeout=60))
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            if host_processes_with(marker):
-                break
-        assert host_processes_with(marker), "the command never started"
+        assert await asyncio.to_thread(wait_until_running, marker), "the command never started"
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        return host_processes_with(marker)
+        return await asyncio.to_thread(survivors, [marker])
 
     assert in_sandbox(base, body) == []
