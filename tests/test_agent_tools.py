@@ -281,6 +281,48 @@ def test_write_and_delete_file(repo):
     assert "+a = 1" in diff and "-line 600" in diff
 
 
+def test_an_edit_that_would_break_python_is_refused_and_the_file_kept(repo):
+    (repo / "calc" / "broken.py").write_text("def f(:\n    pass\n")
+
+    async def body(box, context):
+        tools = ToolSet()
+        turn = call_text(
+            # The fix with the body's indentation lost, an unclosed call, a whole file of nonsense.
+            ("search_replace", {"file_path": "calc/core.py",
+                                "old_string": "    return sum(values) / (len(values) + 1)",
+                                "new_string": "return sum(values) / len(values)"}),
+            ("edit_lines", {"file_path": "calc/core.py", "start_line": 6, "end_line": 6,
+                            "new_string": "    return add(a, b"}),
+            ("write_file", {"file_path": "calc/core.py", "contents": "def mean(values) return 0\n"}),
+            # Not Python, or Python that did not compile before: edited as asked.
+            ("search_replace", {"file_path": "README.md", "old_string": "# calc", "new_string": "def (:"}),
+            ("edit_lines", {"file_path": "calc/broken.py", "start_line": 2, "end_line": 2,
+                            "new_string": "    pass  # still broken above"}),
+            # A new .py file must compile too.
+            ("write_file", {"file_path": "calc/extra.py", "contents": "if True\n    x = 1\n"}),
+        )  # fmt: skip
+        records = await tools.execute(tools.parse(turn), context)
+        files = {path: box.files.read_text(path) for path in ("calc/core.py", "README.md", "calc/broken.py")}
+        return records, files, box.files.exists("calc/extra.py")
+
+    records, files, extra_exists = in_sandbox(repo, body)
+    unindented, unclosed, nonsense, readme, broken, new_file = records
+    for record in (unindented, unclosed, nonsense, new_file):
+        assert record.error == "tool" and "edit not applied, the file is unchanged" in record.response
+    assert "'return' outside function (line 11: 'return sum(values) / len(values)')" in unindented.response
+    assert "never closed" in unclosed.response and "line 6" in unclosed.response
+    assert files["calc/core.py"] == CALC and not extra_exists
+    assert readme.ok and broken.ok
+    assert files["README.md"].startswith("def (:") and "still broken above" in files["calc/broken.py"]
+
+
+def test_refusing_syntax_errors_can_be_turned_off(repo):
+    unclosed = {"file_path": "calc/core.py", "start_line": 6, "end_line": 6}
+    unclosed["new_string"] = "    return add(a, b"
+    (record,) = run_calls(repo, call_text(("edit_lines", unclosed)), refuse_syntax_errors=False)
+    assert record.ok and "replaced 1 line with 1" in record.response
+
+
 # ----------------------------------------------------------------------------- terminal
 
 
@@ -393,17 +435,17 @@ print(json.dumps({"embedded": index.ranker.embedded_now, "chunks": len(index.chu
 
 
 def test_search_replace_shows_the_edited_region_even_when_the_new_text_occurs_earlier(repo):
-    # "return" occurs on earlier lines too: the snippet must still show the edited line.
+    # "a + b" occurs on earlier lines too: the snippet must still show the edited line.
     turn = call_text(
         (
             "search_replace",
-            {"file_path": "calc/core.py", "old_string": "(len(values) + 1)", "new_string": "return"},
+            {"file_path": "calc/core.py", "old_string": "(len(values) + 1)", "new_string": "a + b"},
         )
     )
     (record,) = run_calls(repo, turn)
     assert record.ok
     shown = [line for line in record.response.splitlines() if "|" in line]
-    assert any("sum(values) / return" in line for line in shown), record.response
+    assert any("sum(values) / a + b" in line for line in shown), record.response
 
 
 def test_a_tool_crash_becomes_a_readable_error_and_siblings_still_answer(repo):

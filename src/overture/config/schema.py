@@ -434,6 +434,9 @@ class AgentConfig(Section):
     command_timeout_s: float = Field(
         60.0, gt=0, description="run_terminal_cmd timeout when the call gives none (also its maximum x 10)"
     )
+    refuse_syntax_errors: bool = Field(
+        True, description="an edit that would turn a .py file that parses into one that does not is refused"
+    )
     search_backend: Literal["auto", "embedding", "bm25"] = Field(
         "auto", description="codebase_search: 'auto' uses embeddings when installed, BM25 otherwise"
     )

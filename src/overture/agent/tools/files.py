@@ -6,6 +6,12 @@ turn overlap. Outputs are plain text written for the model: numbered lines (`N|t
 remains after a capped read, and errors that say what to do instead. `list_dir` and
 `glob_file_search` leave out bytecode caches (`__pycache__`): they are not source (task
 snapshots keep their test modules' compiled bytecode there, `overture.tasks.snapshots`).
+
+Edits of a Python file that would leave it unable to compile are refused and the file kept as it
+was (`agent.refuse_syntax_errors`), with the compiler's message and the offending line, as
+SWE-agent's linting edit command does: a file that does not compile fails every test that
+imports it, and the model learns more from the refusal than from a broken workspace. A file
+that did not compile before the edit is edited as asked.
 """
 
 from __future__ import annotations
@@ -113,6 +119,35 @@ async def glob_file_search(context: ToolContext, args: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def compile_error(source: str, path: str) -> str | None:
+    """Why `source` is not a module Python can compile (message and line), or None if it is."""
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:  # IndentationError and TabError included
+        if not exc.lineno:
+            return exc.msg
+        lines = source.splitlines()
+        line = lines[exc.lineno - 1].strip() if exc.lineno <= len(lines) else ""
+        return f"{exc.msg} (line {exc.lineno}{f': {line!r}' if line else ''})"
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return f"{exc.__class__.__name__}: {exc}"
+    return None
+
+
+def refuse_breaking_python(context: ToolContext, path: str, before: str | None, after: str) -> None:
+    """Raise if writing `after` over `before` (None: a new file) turns compiling Python into
+    Python that does not compile; the caller has not written anything yet."""
+    if not context.config.refuse_syntax_errors or not path.endswith(".py"):
+        return
+    error = compile_error(after, path)
+    if error is None or (before is not None and compile_error(before, path) is not None):
+        return
+    raise ToolError(
+        f"{path}: edit not applied, the file is unchanged: the result would not be valid Python: "
+        f"{error}. Fix the indentation, brackets or quotes of the new text and edit again."
+    )
+
+
 def _replace_once_or_all(text: str, old: str, new: str, replace_all: bool, path: str) -> tuple[str, int]:
     if not old:
         raise ToolError("old_string is empty; to create or overwrite a file use write_file")
@@ -137,6 +172,7 @@ async def search_replace(context: ToolContext, args: dict[str, Any]) -> str:
     text = await read_text(context, path)
     old, new = args["old_string"], args["new_string"]
     updated, count = _replace_once_or_all(text, old, new, args["replace_all"], path)
+    refuse_breaking_python(context, path, text, updated)
     await _in_thread(path, context.sandbox.files.write_text, path, updated)
     # Show the edited region so the model can check the result without another read.
     start = text[: text.find(old)].count("\n")  # where the (first) replacement begins
@@ -172,6 +208,7 @@ async def edit_lines(context: ToolContext, args: dict[str, Any]) -> str:
     updated = _replace_lines(text, start, end, new, path)
     if updated == text:
         raise ToolError(f"{path}: lines {start}-{end} already hold new_string; nothing to change")
+    refuse_breaking_python(context, path, text, updated)
     await _in_thread(path, context.sandbox.files.write_text, path, updated)
     lines = updated.splitlines()
     span = len(new.splitlines())
@@ -184,6 +221,14 @@ async def edit_lines(context: ToolContext, args: dict[str, Any]) -> str:
 async def write_file(context: ToolContext, args: dict[str, Any]) -> str:
     path, content = args["file_path"], args["contents"]
     existed = await _in_thread(path, context.sandbox.files.exists, path)
+    if existed and path.endswith(".py") and context.config.refuse_syntax_errors:
+        try:
+            before: str | None = await read_text(context, path)
+        except ToolError:  # a binary or unreadable file is not Python that compiles
+            before = "\0"
+    else:
+        before = None
+    refuse_breaking_python(context, path, before, content)
     await _in_thread(path, context.sandbox.files.write_text, path, content)
     verb = "overwrote" if existed else "created"
     return f"{path}: {verb} ({len(content.splitlines())} lines, {len(content.encode())} bytes)"
