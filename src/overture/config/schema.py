@@ -435,7 +435,7 @@ class AgentConfig(Section):
         60.0, gt=0, description="run_terminal_cmd timeout when the call gives none (also its maximum x 10)"
     )
     refuse_syntax_errors: bool = Field(
-        True, description="an edit that would turn a .py file that parses into one that does not is refused"
+        True, description="an edit that would turn a .py file that compiles into one that does not is refused"
     )
     search_backend: Literal["auto", "embedding", "bm25"] = Field(
         "auto", description="codebase_search: 'auto' uses embeddings when installed, BM25 otherwise"

@@ -136,7 +136,8 @@ def compile_error(source: str, path: str) -> str | None:
 
 def refuse_breaking_python(context: ToolContext, path: str, before: str | None, after: str) -> None:
     """Raise if writing `after` over `before` (None: a new file) turns compiling Python into
-    Python that does not compile; the caller has not written anything yet."""
+    Python that does not compile; the caller has not written anything yet. (Compiling takes
+    milliseconds a file: the tools call it in a worker thread, off the event loop.)"""
     if not context.config.refuse_syntax_errors or not path.endswith(".py"):
         return
     error = compile_error(after, path)
@@ -172,7 +173,7 @@ async def search_replace(context: ToolContext, args: dict[str, Any]) -> str:
     text = await read_text(context, path)
     old, new = args["old_string"], args["new_string"]
     updated, count = _replace_once_or_all(text, old, new, args["replace_all"], path)
-    refuse_breaking_python(context, path, text, updated)
+    await asyncio.to_thread(refuse_breaking_python, context, path, text, updated)
     await _in_thread(path, context.sandbox.files.write_text, path, updated)
     # Show the edited region so the model can check the result without another read.
     start = text[: text.find(old)].count("\n")  # where the (first) replacement begins
@@ -208,7 +209,7 @@ async def edit_lines(context: ToolContext, args: dict[str, Any]) -> str:
     updated = _replace_lines(text, start, end, new, path)
     if updated == text:
         raise ToolError(f"{path}: lines {start}-{end} already hold new_string; nothing to change")
-    refuse_breaking_python(context, path, text, updated)
+    await asyncio.to_thread(refuse_breaking_python, context, path, text, updated)
     await _in_thread(path, context.sandbox.files.write_text, path, updated)
     lines = updated.splitlines()
     span = len(new.splitlines())
@@ -228,7 +229,7 @@ async def write_file(context: ToolContext, args: dict[str, Any]) -> str:
             before = "\0"
     else:
         before = None
-    refuse_breaking_python(context, path, before, content)
+    await asyncio.to_thread(refuse_breaking_python, context, path, before, content)
     await _in_thread(path, context.sandbox.files.write_text, path, content)
     verb = "overwrote" if existed else "created"
     return f"{path}: {verb} ({len(content.splitlines())} lines, {len(content.encode())} bytes)"
