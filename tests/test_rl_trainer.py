@@ -232,3 +232,20 @@ def test_supervised_loss_is_the_mean_nll_of_policy_tokens_only():
     expected = sum(nll) / len(nll)
     assert trainer.lm_loss(samples) == pytest.approx(expected, rel=1e-5)
     assert trainer.lm_step(samples)["loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_sample_losses_are_each_samples_own_supervised_loss():
+    config = run_config(training={"micro_batch_tokens": 16})
+    trainer = Trainer(Transformer(config.model), config)
+    samples = [
+        TrainingSample([*PROMPT, 7, 8, 9], [0] * 5 + [1] * 3),
+        TrainingSample([4, 5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 0, 1, 0]),
+        TrainingSample([*PROMPT, 11, 12], [0] * 5 + [1] * 2),
+    ]
+    losses = trainer.sample_losses(samples)
+    assert losses == pytest.approx([trainer.lm_loss([sample]) for sample in samples], rel=1e-5)
+    assert len(set(losses)) == 3
+    trained = [sample.trained_tokens for sample in samples]  # the batch loss weighs them by tokens
+    pooled = sum(loss * n for loss, n in zip(losses, trained, strict=True)) / sum(trained)
+    assert trainer.lm_loss(samples) == pytest.approx(pooled, rel=1e-5)
+    assert trainer.step == 0  # scoring is not a step

@@ -11,8 +11,8 @@ bias, and the policy version (+1 per optimizer step). It offers
   token with a nonzero advantage, and no KL term) takes no step at all: its only gradient
   would be the router's auxiliary loss, which AdamW would scale up to lr-sized moves of
   every weight it reaches;
-- `lm_step(samples)` / `lm_loss(samples)`: next-token cross-entropy on the trained tokens
-  (SFT), and its held-out value;
+- `lm_step(samples)` / `lm_loss(samples)` / `sample_losses(samples)`: next-token
+  cross-entropy on the trained tokens (SFT), its held-out value, and each sample's own;
 - `optimizer_step()`: for loops that compute their own loss (the LM warm-up);
 - `export_weights()` / `save_weights(path)`: the policy for the engine, in process or on disk.
 
@@ -242,6 +242,22 @@ class Trainer:
             logprobs = self._logprobs_without_grad(self.model, batch)
             total -= (batch.trained_values(batch.weights) * batch.trained_values(logprobs)).sum().item()
         return all_reduce_floats([total], self.meshes)[0]
+
+    @torch.no_grad()
+    def sample_losses(self, samples: Sequence[TrainingSample]) -> list[float]:
+        """Each sample's mean next-token cross-entropy over its own trained tokens (no update),
+        computed in the micro-batches a step would use (shared prompts once). One process only:
+        it scores samples for the job that drives training, not a step of it."""
+        if self.meshes is not None:
+            raise ValueError("Trainer.sample_losses runs in one process, not over several")
+        count = len(samples)
+        sums, tokens = torch.zeros(count, dtype=torch.float64), torch.zeros(count, dtype=torch.float64)
+        for batch in self._micro_batches(samples, [1.0] * count):
+            logprobs = self._logprobs_without_grad(self.model, batch)
+            owners = batch.trained_values(batch.sequence_ids).cpu()
+            sums.index_add_(0, owners, -batch.trained_values(logprobs).double().cpu())
+            tokens.index_add_(0, owners, torch.ones(owners.numel(), dtype=torch.float64))
+        return (sums / tokens.clamp(min=1.0)).tolist()
 
     # ------------------------------------------------------------------ reinforcement learning
 
