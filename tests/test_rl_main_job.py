@@ -369,26 +369,43 @@ def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, ou
     assert any(not torch.equal(final[name], sft[name]) for name in final)
 
 
+def stopped_demonstrations(run: Path) -> int:
+    return len((run / "demonstrations.jsonl").read_text().splitlines())
+
+
 def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, monkeypatch):
-    config = smoke_config(output_dir, "name=smoke-resume")
+    # RL deals the half of the train tasks whose demonstrations the SFT checkpoint finds likeliest.
+    config = smoke_config(output_dir, "name=smoke-resume", "rl.task_share=0.5")
     stopped = train(config, stop_after_rl_step=1)
     assert stopped["stopped_after_rl_step"] == 1 and stopped["optimizer_steps"] == 1
     run = output_dir / "smoke-resume"
     saved = Tokenizer.from_dir(run)  # the job's tokenizer, kept in the run directory
+    chosen = json.loads((run / "job_state.json").read_text())["rl_tasks"]
+    assert (chosen["share"], chosen["tasks"], chosen["of"]) == (0.5, 4, 8) and len(set(chosen["ids"])) == 4
+    scored = [json.loads(line) for line in (run / "rl_task_losses.jsonl").read_text().splitlines()]
+    assert len(scored) == stopped_demonstrations(run) and [row["loss"] for row in scored] == sorted(
+        row["loss"] for row in scored
+    )
+    assert {row["task_id"] for row in scored if row["kept"]} <= set(chosen["ids"])
 
     def rederived(_config):
         raise AssertionError("a resumed job derived its tokenizer again: another package gives another")
 
+    def rescored(*_args, **_kwargs):
+        raise AssertionError("a resumed job scored the demonstrations again: it deals the tasks it chose")
+
     monkeypatch.setattr(main_job, "load_tokenizer", rederived)
+    monkeypatch.setattr(main_job, "demonstration_losses", rescored)
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
     checkpoint_state = json.loads((run / "checkpoints" / "step-00000001" / "state.json").read_text())
     saved_queue = checkpoint_state["extra"]["task_queue"]
-    restored_queues = []
+    restored_queues, dealt = [], []
 
     class RecordingOrchestrator(main_job.Orchestrator):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             restored_queues.append(args[5] if len(args) > 5 else kwargs.get("task_queue"))
+            dealt.append([task.instance_id for task in args[1]])
 
     monkeypatch.setattr(main_job, "Orchestrator", RecordingOrchestrator)
     sft_records = len(read_metrics(run / "sft"))
@@ -399,8 +416,9 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
 
     result = runner.invoke(
         app,
-        ["train", str(SMOKE), "--set", f"output_dir={output_dir}", "--set", "name=smoke-resume", "--resume"],
-    )
+        ["train", str(SMOKE), "--set", f"output_dir={output_dir}", "--set", "name=smoke-resume", "--set",
+         "rl.task_share=0.5", "--resume"],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = last_json_line(result.stdout)
     assert summary["rl"]["steps"] == 2 and summary["rl"]["optimizer_steps"] == 2
@@ -411,6 +429,11 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
     assert [r["when"] for r in records if r["phase"] == "eval"] == ["before", "after"]  # not evaluated twice
     assert len(read_metrics(run / "sft")) == sft_records  # SFT was not run again
     assert saved_queue["order"] and restored_queues == [saved_queue]  # tasks dealt on from where it stood
+    assert dealt == [chosen["ids"]] and summary["tasks"]["rl"] == 4
+    for step in (1, 2):
+        lines = (run / "trajectories" / f"rl-step-{step:06d}.jsonl").read_text().splitlines()
+        assert {json.loads(line)["task_id"] for line in lines} <= set(chosen["ids"])
+    assert "rl_tasks" in summary["phase_seconds"]
     state = json.loads((run / "checkpoints" / "step-00000002" / "state.json").read_text())
     assert state["step"] == 2 and state["policy_version"] == 2
     tasks = read_tasks(summary["tasks"]["source"])

@@ -220,6 +220,14 @@ class RLConfig(Section):
         "groups had signal (some episodes resolved, some not), in turn, until a group of one comes back "
         "all resolved; RL sharpens the functions it trains on (docs/benchmarks.md)",
     )
+    task_share: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="the share of train tasks RL deals: those whose oracle demonstration the SFT "
+        "checkpoint finds likeliest (lowest loss per trained token), every function's likeliest task "
+        "before any function's second; 1 deals them all and scores none (overture.rl.task_pool)",
+    )
     constant_normalizer: int = Field(
         4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"
     )

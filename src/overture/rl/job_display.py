@@ -68,6 +68,13 @@ class JobDisplay:
             yield seen
 
     @contextmanager
+    def counting(self, label: str, total: int) -> Iterator[Any]:
+        """A bar over `total` items; yields a callback taking how many more are done."""
+        with self._progress() as bar:
+            handle = bar.add_task(label, total=total, note="")
+            yield lambda done: bar.update(handle, advance=done)
+
+    @contextmanager
     def rl_steps(self, total: int, done: int) -> Iterator[Any]:
         """A bar over the RL steps; yields a callback taking (step, `StepReport`)."""
         with self._progress(bar=False) as bar:

@@ -24,10 +24,11 @@ Phases, each calling the component that owns it:
    tool calls is measured (`call_accuracy`: which arguments the model can write at all), and
    for it and the warm-up's checkpoint whether they copy at all (`copying`: random spans shown
    twice, `overture.rl.copying`);
-4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine), RL with the
-   `Orchestrator` in the mode the `[rl]` section gives, a training checkpoint every
-   `training.checkpoint_every` steps (and after the last), then the same evaluation again with
-   the same sampling settings;
+4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine); with
+   `rl.task_share` < 1, the share of train tasks RL deals, those whose demonstrations that
+   checkpoint finds likeliest (`overture.rl.task_pool`); RL with the `Orchestrator` in the mode
+   the `[rl]` section gives, a training checkpoint every `training.checkpoint_every` steps (and
+   after the last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
@@ -42,9 +43,11 @@ the RL trainer spans the RL steps, not the SFT ones).
 Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
 per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
 checkpoints, `final/`), `trajectories/` (`rl-step-N.jsonl`, `eval-before.jsonl`,
-`eval-after.jsonl`), `demonstrations.jsonl`, `lm-warmup/` (the warm-up sub-run), `sft/` (the
-SFT sub-run, with its per-step metrics.jsonl, tb/ and checkpoints, `best/` among them) and
-`job_state.json` (finished phases).
+`eval-after.jsonl`), `demonstrations.jsonl`, `rl_task_losses.jsonl` (with `rl.task_share` < 1:
+each train task's demonstration loss under the SFT checkpoint, lowest first, and whether RL
+deals it), `lm-warmup/` (the warm-up sub-run), `sft/` (the SFT sub-run, with its per-step
+metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (finished phases,
+the tasks RL deals among them).
 
 `--resume` skips the phases `job_state.json` records as finished, runs an unfinished warm-up
 again from its start, resumes SFT from its own checkpoint, and RL from the newest complete RL
@@ -92,6 +95,7 @@ from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
 from overture.rl.sft import sft, split_held_out
+from overture.rl.task_pool import demonstration_losses, likeliest_tasks
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import REPOS_FOLDER, Task
@@ -341,7 +345,8 @@ class MainJob:
                 if restored is not None:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
-            totals = self._rl(trainer, engine, train_tasks, tokenizer, totals, task_queue, weights, restored)
+            rl_tasks = self._rl_tasks(train_tasks, trainer, tokenizer, restored)
+            totals = self._rl(trainer, engine, rl_tasks, tokenizer, totals, task_queue, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
@@ -350,6 +355,7 @@ class MainJob:
         final = self.run_dir.checkpoints / "final"
         trainer.save_weights(final)
         tokenizer.save(final)
+        task_info["rl"] = len(rl_tasks)
         summary = self._summary(task_info, sft_summary, before, after, totals, final)
         self.run_dir.close()
         display.summary(summary)
@@ -472,6 +478,57 @@ class MainJob:
         self.display.echo(f"held-out pass@1 {label} RL: {pass1:.3f} on {len(tasks)} tasks ({by_repo})")
         self._timed(f"eval_{label}", began)
         return self.state.record(f"eval_{label}", result)
+
+    def _rl_tasks(
+        self, train_tasks: list[Task], trainer: Trainer, tokenizer: Tokenizer, restored: Path | None
+    ) -> list[Task]:
+        """The train tasks RL deals: all of them, or with `rl.task_share` < 1 that share whose
+        demonstrations `trainer` (still at the SFT weights) finds likeliest (`overture.rl.task_pool`),
+        chosen once and kept in job_state.json, their losses in `RUN/rl_task_losses.jsonl`."""
+        share = self.config.rl.task_share
+        if share >= 1:
+            return train_tasks
+        chosen = self.state.get("rl_tasks")
+        if chosen is None:
+            if restored is not None:
+                raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no record of the tasks RL deals")
+            chosen = self._choose_rl_tasks(train_tasks, trainer, tokenizer, share)
+        by_id = {task.instance_id: task for task in train_tasks}
+        unknown = [task_id for task_id in chosen["ids"] if task_id not in by_id]
+        if unknown:
+            raise RunDirError(
+                f"{self.run_dir.path}: job_state.json's RL tasks include {len(unknown)} that are not "
+                f"train tasks of this run (first: {unknown[0]!r})"
+            )
+        return [by_id[task_id] for task_id in chosen["ids"]]
+
+    def _choose_rl_tasks(
+        self, train_tasks: list[Task], trainer: Trainer, tokenizer: Tokenizer, share: float
+    ) -> dict[str, Any]:
+        self.display.phase(f"RL tasks: the {share:g} the SFT checkpoint finds likeliest")
+        began = time.time()
+        records = read_demonstrations(self.run_dir.path / "demonstrations.jsonl")
+        with self.display.counting("scoring demonstrations", len(records)) as advance:
+            losses = demonstration_losses(trainer, tokenizer, records, advance)
+        kept = likeliest_tasks(train_tasks, losses, share)
+        kept_ids = {task.instance_id for task in kept}
+        ranked = sorted(losses.items(), key=lambda item: item[1])
+        rows = [{"task_id": task_id, "loss": loss, "kept": task_id in kept_ids} for task_id, loss in ranked]
+        write_jsonl(self.run_dir.path / "rl_task_losses.jsonl", rows)
+        scored = [losses[i] for i in kept_ids if i in losses]
+        chosen = {
+            "share": share,
+            "tasks": len(kept),
+            "of": len(train_tasks),
+            "functions": len({task.function for task in kept}),
+            "max_loss": max(scored, default=None),
+            "ids": [task.instance_id for task in kept],
+        }
+        bound = f"demonstration loss up to {max(scored):.4f} per trained token" if scored else "none scored"
+        dealt = f"RL deals {len(kept)} of {len(train_tasks)} train tasks ({chosen['functions']} functions)"
+        self.display.echo(f"{dealt}; {bound}")
+        self._timed("rl_tasks", began)
+        return self.state.record("rl_tasks", chosen)
 
     def _rl(
         self,
