@@ -36,13 +36,14 @@ from overture.rl.main_job import (
     lm_warmup_documents,
     lm_warmup_phase_config,
     repo_code_documents,
+    resume_conflicts,
     rl_mode,
     rl_phase_config,
     sft_phase_config,
     train,
 )
 from overture.rl.pretrain import corpus_tokens
-from overture.rl.run_dir import read_metrics
+from overture.rl.run_dir import RunDir, read_metrics
 from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
 from overture.text import Tokenizer, builtin_corpus_texts
 
@@ -277,6 +278,24 @@ def test_cli_errors_are_clear_and_cost_nothing(tmp_path):
     exists = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}"])
     assert exists.exit_code == 2 and "--overwrite" in exists.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke"]  # nothing was built
+
+
+def test_a_run_resumes_only_under_its_own_tasks_tokenizer_and_model(tmp_path):
+    RunDir(smoke_config(tmp_path, "seed=1")).close()  # a run of seed 1, stopped at once
+    saved = (tmp_path / "smoke" / "config.toml").read_text()
+    other_seed = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}", "--resume"])
+    assert other_seed.exit_code == 2
+    assert "seed: 1 in the run, 0 now" in other_seed.output and "config.toml --resume" in other_seed.output
+    assert (tmp_path / "smoke" / "config.toml").read_text() == saved  # nothing of the run was touched
+    assert resume_conflicts(smoke_config(tmp_path), smoke_config(tmp_path, "tasks.train_size=9")) == [
+        "tasks.train_size: 8 in the run, 9 now"
+    ]
+    assert resume_conflicts(smoke_config(tmp_path), smoke_config(tmp_path, "model.hidden_size=32")) == [
+        "model.hidden_size: 64 in the run, 32 now"
+    ]
+    # Later phases' settings may change on resume (more RL steps, another task share).
+    later = smoke_config(tmp_path, "rl.steps=5", "rl.task_share=0.5")
+    assert resume_conflicts(smoke_config(tmp_path), later) == []
 
 
 # ----------------------------------------------------------------------------- the smoke runs

@@ -49,13 +49,14 @@ deals it), `lm-warmup/` (the warm-up sub-run), `sft/` (the SFT sub-run, with its
 metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (finished phases,
 the tasks RL deals among them).
 
-`--resume` skips the phases `job_state.json` records as finished, runs an unfinished warm-up
-again from its start, resumes SFT from its own checkpoint, and RL from the newest complete RL
-checkpoint: the optimizer step count, policy version and RL totals come back from it, the records
-of later (lost) steps are removed from metrics.jsonl, and the run trains the steps left. Rollouts
-in flight at the interruption are lost; the train-task queue comes back from the checkpoint too
-(`TaskQueue.state`), so their tasks are dealt again first and then the ones never dealt, in the
-order the interrupted run would have dealt them.
+`--resume` (refused when the run's own `config.toml` has another `seed`, `[tasks]`,
+`[tokenizer]` or `[model]`: `resume_conflicts`) skips the phases `job_state.json` records as
+finished, runs an unfinished warm-up again from its start, resumes SFT from its own checkpoint,
+and RL from the newest complete RL checkpoint: the optimizer step count, policy version and RL
+totals come back from it, the records of later (lost) steps are removed from metrics.jsonl, and
+the run trains the steps left. Rollouts in flight at the interruption are lost; the train-task
+queue comes back from the checkpoint too (`TaskQueue.state`), so their tasks are dealt again
+first and then the ones never dealt, in the order the interrupted run would have dealt them.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ from typing import Any
 
 import torch
 
-from overture.config import ConfigError, RunConfig
+from overture.config import ConfigError, RunConfig, load_config
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
 from overture.model.copy_circuit import check_copy_circuit_shape
@@ -239,6 +240,26 @@ def check_job_config(config: RunConfig, train_tasks: list[Task] | None = None) -
             raise ConfigError(str(exc)) from None
 
 
+# The settings that decide what a run's finished phases built: its task set and split, its
+# tokenizer, its model. Resumed under other values, a run would mix its demonstrations and
+# checkpoints with another run's tasks; other settings (RL's steps, the engine's) may change.
+RUN_DEFINING = ("seed", "tasks", "tokenizer", "model")
+
+
+def resume_conflicts(saved: RunConfig, config: RunConfig) -> list[str]:
+    """Each run-defining setting (`RUN_DEFINING`) in which `config` differs from the run's own
+    `saved` one, as `key: the run's value, this one's`."""
+    old, new = saved.model_dump(), config.model_dump()
+    conflicts = []
+    for key in RUN_DEFINING:
+        if isinstance(old[key], dict):
+            pairs = [(f"{key}.{name}", value, new[key].get(name)) for name, value in old[key].items()]
+        else:
+            pairs = [(key, old[key], new[key])]
+        conflicts += [f"{name}: {was!r} in the run, {now!r} now" for name, was, now in pairs if was != now]
+    return conflicts
+
+
 def _drop_records_after(run_path: Path, step: int) -> None:
     """Remove RL records past `step` (lost with the interruption; they are trained again)."""
     file = run_path / "metrics.jsonl"
@@ -262,8 +283,15 @@ class MainJob:
         """`stop_after_rl_step` ends the run after that RL step and its checkpoint, as a preempted
         job would (for resume tests); `resume` later continues it."""
         check_job_config(config)
-        if resume and not (Path(config.output_dir) / config.name).is_dir():
-            raise RunDirError(f"{Path(config.output_dir) / config.name}: no run to resume")
+        run_path = Path(config.output_dir) / config.name
+        if resume and not run_path.is_dir():
+            raise RunDirError(f"{run_path}: no run to resume")
+        saved = run_path / "config.toml"
+        if resume and saved.is_file() and (conflicts := resume_conflicts(load_config(saved), config)):
+            raise RunDirError(
+                f"{run_path}: cannot resume under other settings than the run's own "
+                f"({'; '.join(conflicts)}); resume with `overture train {saved} --resume`"
+            )
         self.config, self.resume, self.stop_after = config, resume, stop_after_rl_step
         self.display = display or JobDisplay()
         self.started = time.time()
