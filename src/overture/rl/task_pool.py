@@ -14,7 +14,8 @@ only that share of the tasks, in its usual shuffled order. The share is spread o
 the functions it reaches (runs x1 and x2), and the likeliest tasks alone crowd into the few
 functions the policy already writes well. Tasks the oracle left without a demonstration have no
 score and come last. Only train tasks and their reference fixes are used; held-out tasks are not
-looked at.
+looked at. The shipped config leaves it off: in its runs RL left fewer groups out but gained no
+more held-out pass@1 than with every task, and the scoring took what the faster RL saved.
 """
 
 from __future__ import annotations
