@@ -131,11 +131,13 @@ def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(
                     ray.kill(actors.engine.actor, no_restart=False)
 
             orchestrator = Orchestrator(config, numbers_tasks, actors.engine, actors.trainer, actors.rollouts)
-            reports = await asyncio.wait_for(orchestrator.run(3, on_step), 240)
+            # Four steps: a batch boundary after the restart too, where paused groups resume
+            # promptly (one run of three steps trained no rollout that spanned two versions).
+            reports = await asyncio.wait_for(orchestrator.run(4, on_step), 240)
             return reports, await actors.engine.actor.describe.remote()
 
     reports, engine = asyncio.run(main())
-    assert [r.version for r in reports] == [1, 2, 3] and engine["version"] == 3
+    assert [r.version for r in reports] == [1, 2, 3, 4] and engine["version"] == 4
     for report in reports:
         assert len(report.trajectories) == 4  # two whole groups of two
         assert max(report.staleness) <= 1
