@@ -544,15 +544,16 @@ class MainJob:
         rows = [{"task_id": task_id, "loss": loss, "kept": task_id in kept_ids} for task_id, loss in ranked]
         write_jsonl(self.run_dir.path / "rl_task_losses.jsonl", rows)
         scored = [losses[i] for i in kept_ids if i in losses]
+        max_loss = max(scored, default=None)
         chosen = {
             "share": share,
             "tasks": len(kept),
             "of": len(train_tasks),
             "functions": len({task.function for task in kept}),
-            "max_loss": max(scored, default=None),
+            "max_loss": max_loss,
             "ids": [task.instance_id for task in kept],
         }
-        bound = f"demonstration loss up to {max(scored):.4f} per trained token" if scored else "none scored"
+        bound = f"demonstration loss up to {max_loss:.4f} per trained token" if scored else "none scored"
         dealt = f"RL deals {len(kept)} of {len(train_tasks)} train tasks ({chosen['functions']} functions)"
         self.display.echo(f"{dealt}; {bound}")
         self._timed("rl_tasks", began)

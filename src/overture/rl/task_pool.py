@@ -36,7 +36,7 @@ SCORING_CHUNK = 32  # demonstrations per `sample_losses` call: progress between 
 def demonstration_losses(
     trainer: Trainer,
     tokenizer: Tokenizer,
-    records: Sequence[dict[str, Any]],
+    records: list[dict[str, Any]],
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
     """{task id: mean loss per trained token of its demonstration} under `trainer`'s model;
@@ -45,7 +45,7 @@ def demonstration_losses(
     max_tokens = trainer.config.training.seq_len
     for start in range(0, len(records), SCORING_CHUNK):
         chunk = records[start : start + SCORING_CHUNK]
-        samples = demonstration_samples(tokenizer, list(chunk), max_tokens)
+        samples = demonstration_samples(tokenizer, chunk, max_tokens)
         for record, loss in zip(chunk, trainer.sample_losses(samples), strict=True):
             losses[record["task_id"]] = loss
         if progress is not None:
