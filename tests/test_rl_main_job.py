@@ -225,7 +225,7 @@ def test_the_bundled_task_set_is_cached_by_seed_size_and_settings(tmp_path):
     assert builtin_cache_dir(smoke_config(tmp_path)) == folder
     changes = (
         "seed=1", "tasks.train_size=9", "tasks.pass_to_pass=3", "tasks.heldout_repos=[]",
-        "tasks.heldout_task_fraction=0.5",
+        "tasks.heldout_task_fraction=0.5", "tasks.max_function_lines=13",
     )  # fmt: skip
     for change in changes:
         assert builtin_cache_dir(smoke_config(tmp_path, change)) != folder, change

@@ -15,8 +15,9 @@ from overture.rl.demonstrations import demonstration_problem, render_demonstrati
 from overture.sandbox import SandboxPool
 from overture.tasks import oracle
 from overture.tasks.check import check_tasks
-from overture.tasks.oracle import enclosing_function, file_edits, oracle_turns, plan_edits, solve_all
+from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all
 from overture.tasks.snapshots import starting_base
+from overture.tasks.source_functions import enclosing_function
 from overture.text import train_default_tokenizer
 from overture.text.tool_calls import ToolCall
 

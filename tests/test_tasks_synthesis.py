@@ -171,6 +171,17 @@ def test_nothing_a_sandbox_can_see_names_the_kind_of_bug(numbers_task_set):
         assert kind not in str(starting_base(task)) and task.instance_id not in str(starting_base(task))
 
 
+def test_bugs_go_only_into_functions_of_at_most_max_function_lines(tmp_path):
+    snapshot = store_snapshot(make_numbers_repo(tmp_path), tmp_path / "snapshots")
+    every = ordered_candidates(snapshot, ["numbers_kit/core.py"], seed=0)
+    lines = {"clamp": 9, "mean": 5, "running_total": 8, "untested": 7}  # def to last line, in CORE
+    assert {mutation.function for mutation in every} == set(lines)
+    for limit in (9, 8, 7, 5, 4):
+        kept = ordered_candidates(snapshot, ["numbers_kit/core.py"], seed=0, max_function_lines=limit)
+        assert {mutation.function for mutation in kept} == {f for f, n in lines.items() if n <= limit}
+        assert sorted(kept, key=repr) == sorted((m for m in every if lines[m.function] <= limit), key=repr)
+
+
 def test_the_tasks_are_the_first_valid_candidates_whatever_finishes_first(tmp_path):
     repo = make_numbers_repo(tmp_path)
     snapshot = store_snapshot(repo, tmp_path / "snapshots")

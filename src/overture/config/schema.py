@@ -410,6 +410,12 @@ class TasksConfig(Section):
     max_candidates: int = Field(
         0, ge=0, description="synthesis: candidate mutations to try at most; 0 = as many as it takes"
     )
+    max_function_lines: int = Field(
+        0,
+        ge=0,
+        description="synthesis: bugs only in functions of at most this many lines (the innermost "
+        "function around the change, `def` to last line); 0 = any length",
+    )
     select_tests: bool = Field(
         True,
         description="synthesis: a candidate runs only the test files that call the mutated function on "

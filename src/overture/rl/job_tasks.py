@@ -62,6 +62,8 @@ def builtin_cache_dir(config: RunConfig) -> Path:
         "max_candidates": tasks.max_candidates,
         "test_timeout_s": tasks.test_timeout_s,
     }
+    if tasks.max_function_lines:  # absent when unset: the task sets cached before it keep their keys
+        settings["max_function_lines"] = tasks.max_function_lines
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     name = f"bundled-seed{config.seed}-n{builtin_size(config)}-{key}"
     return Path(config.output_dir) / "task-sets" / name

@@ -29,7 +29,6 @@ supervised fine-tuning (`demonstration()` gives it in the `messages` format `ove
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import difflib
 import itertools
@@ -49,6 +48,7 @@ from overture.sandbox import SandboxPool
 from overture.tasks.episodes import run_task_episode
 from overture.tasks.parallel import map_bounded
 from overture.tasks.snapshots import apply_patch, patched_files, starting_base
+from overture.tasks.source_functions import enclosing_function
 from overture.tasks.spec import Task
 from overture.tasks.statement import MAX_TESTS_LISTED
 from overture.text import Tokenizer, ToolCall
@@ -153,22 +153,6 @@ def _span_inside(edit: Edit) -> tuple[int, int] | None:
     """The function `edit` lies wholly inside, if any."""
     span = edit.function
     return span if span is not None and span[0] <= edit.line <= edit.end <= span[1] else None
-
-
-def enclosing_function(source: str, line: int) -> tuple[int, int] | None:
-    """First (the `def`) and last line of the innermost function or method of `source` holding
-    `line`; None outside any function or when the source does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    spans = [
-        (node.lineno, node.end_lineno or node.lineno)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.lineno <= line <= (node.end_lineno or node.lineno)
-    ]
-    return max(spans, default=None)
 
 
 def _function_name(task: Task, edits: list[Edit]) -> str:

@@ -4,10 +4,10 @@
    sandbox; tests that do not pass there are ignored from then on. That run also records which
    test files call which functions (`overture.tasks.test_map`, with `tasks.select_tests`) and
    leaves the test modules' rewritten bytecode in the snapshot (`keep_test_bytecode`).
-2. Every function of every non-test module yields candidate mutations
-   (`overture.tasks.mutations`); candidates are shuffled with the seed and interleaved across
-   functions, so that a budget of N tasks spreads over the code base. Candidates whose mutated
-   file is identical to an earlier one are dropped.
+2. Every function of every non-test module (of at most `tasks.max_function_lines` lines, when
+   set) yields candidate mutations (`overture.tasks.mutations`); candidates are shuffled with
+   the seed and interleaved across functions, so that a budget of N tasks spreads over the code
+   base. Candidates whose mutated file is identical to an earlier one are dropped.
 3. Candidates are validated concurrently, each in its own sandbox over the snapshot: the
    mutated file is written in and the test files that call the mutated function run (the whole
    suite without a test map; none, and the candidate is dropped as unnoticed, when no test calls
@@ -42,6 +42,7 @@ from overture.sandbox.diff import file_diff
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
 from overture.tasks.snapshots import BYTECODE_WRITES, keep_test_bytecode, repository_files, store_snapshot
+from overture.tasks.source_functions import enclosing_function
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
 from overture.tasks.statement import write_statement
 from overture.tasks.test_map import TestMap, install_plugin, read_test_map
@@ -115,15 +116,21 @@ async def run_baseline(
     return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map)
 
 
-def ordered_candidates(snapshot: Path, files: list[str], seed: int) -> list[Mutation]:
-    """Every mutation of `files`, shuffled with `seed` and interleaved across functions."""
+def ordered_candidates(
+    snapshot: Path, files: list[str], seed: int, max_function_lines: int = 0
+) -> list[Mutation]:
+    """Every mutation of `files`, shuffled with `seed` and interleaved across functions; with
+    `max_function_lines`, only those in functions of at most that many lines."""
     by_function: dict[tuple[str, str], list[Mutation]] = defaultdict(list)
     for rel in files:
         try:
-            mutations = find_mutations((snapshot / rel).read_text(), rel)
+            source = (snapshot / rel).read_text()
+            mutations = find_mutations(source, rel)
         except (MutationError, UnicodeDecodeError):
             continue  # a file libcst cannot parse has no candidates
         for mutation in mutations:
+            if max_function_lines and not _fits(source, mutation.line, max_function_lines):
+                continue
             by_function[(mutation.path, mutation.function)].append(mutation)
     rng = random.Random(seed)
     groups = [by_function[key] for key in sorted(by_function)]
@@ -134,6 +141,12 @@ def ordered_candidates(snapshot: Path, files: list[str], seed: int) -> list[Muta
     for depth in range(max((len(g) for g in groups), default=0)):
         ordered += [group[depth] for group in groups if depth < len(group)]
     return ordered
+
+
+def _fits(source: str, line: int, max_lines: int) -> bool:
+    """Whether the function around `line` spans at most `max_lines` lines."""
+    span = enclosing_function(source, line)
+    return span is not None and span[1] - span[0] + 1 <= max_lines
 
 
 def changed_lines(before: str, after: str) -> list[str]:
@@ -313,7 +326,9 @@ async def synthesize_repo(
     baseline = await run_baseline(
         pool, name, snapshot, test_cmd, config.tasks.test_timeout_s, config.tasks.select_tests
     )
-    candidates = await asyncio.to_thread(ordered_candidates, snapshot, library_files(snapshot), seed)
+    candidates = await asyncio.to_thread(
+        ordered_candidates, snapshot, library_files(snapshot), seed, config.tasks.max_function_lines
+    )
     synthesizer = Synthesizer(pool, baseline, config, seed)
     tasks = await synthesizer.run(candidates, wanted, jobs or os.cpu_count() or 1, progress)
     synthesizer.stats.seconds = loop.time() - started
