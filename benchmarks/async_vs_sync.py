@@ -49,7 +49,7 @@ import torch
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
-from overture.rl.main_job import rl_phase_config
+from overture.rl.job_config import rl_phase_config
 from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.rollout_groups import policy_versions
 from overture.rl.setup import build_model, load_tokenizer

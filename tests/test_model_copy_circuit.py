@@ -12,7 +12,7 @@ from overture.config import ConfigError, RunConfig, load_config
 from overture.model import Transformer, load_pretrained, save_pretrained
 from overture.model.copy_circuit import previous_token_amplitudes
 from overture.rl.copying import repeated_span_accuracy
-from overture.rl.main_job import check_job_config
+from overture.rl.job_config import check_job_config
 from overture.text.markers import SPECIAL_TOKENS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,23 +27,19 @@ from overture.model import load_pretrained
 from overture.rl import main_job
 from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.demonstrations import render_demonstration
-from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
-from overture.rl.main_job import (
-    JobState,
-    _drop_records_after,
+from overture.rl.job_config import (
     check_job_config,
-    heldout_repo_folders,
-    lm_warmup_documents,
     lm_warmup_phase_config,
-    repo_code_documents,
     resume_conflicts,
     rl_mode,
     rl_phase_config,
     sft_phase_config,
-    train,
 )
+from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, practice_tasks, split_tasks
+from overture.rl.main_job import JobState, _drop_records_after, train
 from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import RunDir, read_metrics
+from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
 from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
 from overture.text import Tokenizer, builtin_corpus_texts
 
@@ -75,6 +71,14 @@ def test_rl_phase_takes_its_steps_and_schedule_from_the_rl_section(tmp_path):
     assert rl.training.seq_len == config.training.seq_len and rl.rl == config.rl
     assert config.training.steps == 4  # the SFT cap is untouched
     assert rl_phase_config(RunConfig()).training.lr == RunConfig().training.lr  # rl.lr unset
+    # The decay's floor: the training section's unless rl.min_lr_ratio sets its own.
+    assert rl.training.min_lr_ratio == config.training.min_lr_ratio
+    constant = rl_phase_config(smoke_config(tmp_path, "rl.min_lr_ratio=1"))
+    assert constant.training.min_lr_ratio == 1.0 and config.training.min_lr_ratio != 1.0
+    # RL may sample hotter than the evaluations: its rollouts and the trainer's logprobs alike.
+    assert rl.engine.temperature == config.engine.temperature
+    hotter = rl_phase_config(smoke_config(tmp_path, "rl.temperature=0.9"))
+    assert hotter.engine.temperature == 0.9 and config.engine.temperature != 0.9
 
 
 def test_sft_runs_as_a_sub_run_on_the_demonstrations(tmp_path):
@@ -193,6 +197,22 @@ def test_bad_job_configs_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"rl\.batch_groups"):
         check_job_config(smoke_config(tmp_path), make_tasks(2, 0))
     check_job_config(smoke_config(tmp_path), make_tasks(8, 0))
+    # Practice tasks are held-out ones: too few of them, or a ranking by demonstrations they lack.
+    with pytest.raises(ConfigError, match=r"rl\.task_split = 'practice' .*tasks\.heldout_task_fraction"):
+        check_job_config(smoke_config(tmp_path, "rl.task_split=practice"), make_tasks(2, 0))
+    with pytest.raises(ConfigError, match=r"rl\.task_share = 0\.5 .*rl\.task_split = 'practice'"):
+        check_job_config(smoke_config(tmp_path, "rl.task_split=practice", "rl.task_share=0.5"))
+
+
+def test_practice_tasks_are_the_held_out_tasks_left_unevaluated(tmp_path):
+    tasks = make_tasks(3, 4)
+    _, evaluated = split_tasks(tasks, smoke_config(tmp_path, "tasks.eval_size=2"))
+    practice = practice_tasks(tasks, evaluated)
+    assert [t.instance_id for t in evaluated] == ["t3", "t4"]
+    assert [t.instance_id for t in practice] == ["t5", "t6"]
+    # Dealt by RL as its train tasks; the task set itself keeps them held out.
+    assert [t.split for t in practice] == ["train", "train"] and tasks[5].split == "heldout"
+    assert practice_tasks(tasks, [t for t in tasks if t.split == "heldout"]) == []
 
 
 def test_splits_are_capped_and_an_empty_one_is_an_error(tmp_path):

@@ -180,6 +180,16 @@ class RLConfig(Section):
     steps: int = Field(20, gt=0, description="optimizer steps of the RL phase of `overture train`")
     lr: float | None = Field(None, gt=0, description="peak LR of the RL phase; unset = training.lr")
     warmup_steps: int = Field(0, ge=0, description="linear LR warmup of the RL phase, in steps")
+    min_lr_ratio: float | None = Field(
+        None, ge=0, le=1, description="the RL phase's final LR / rl.lr (cosine decay between); "
+        "1 = constant; unset = training.min_lr_ratio",
+    )
+    temperature: float | None = Field(
+        None,
+        gt=0,
+        description="`overture train`: the sampling temperature of RL's rollouts (and of the "
+        "trainer's logprobs); the evaluations keep engine.temperature; unset = engine.temperature",
+    )
     eval_samples: int = Field(
         1, gt=0, description="`overture train`: episodes per held-out task per evaluation (pass@1, pass@n)"
     )
@@ -227,6 +237,12 @@ class RLConfig(Section):
         description="the share of train tasks RL deals: those whose oracle demonstration the SFT "
         "checkpoint finds likeliest (lowest loss per trained token), every function's likeliest task "
         "before any function's second; 1 deals them all and scores none (overture.rl.task_pool)",
+    )
+    task_split: Literal["train", "practice"] = Field(
+        "train",
+        description="the tasks RL deals: 'train', the ones SFT's demonstrations solve, or 'practice', "
+        "the held-out tasks the evaluations leave out (past tasks.eval_size): bugs SFT never saw, as "
+        "the evaluated ones are, so RL practises the situation it is measured in",
     )
     constant_normalizer: int = Field(
         4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"

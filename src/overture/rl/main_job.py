@@ -12,21 +12,24 @@ Phases, each calling the component that owns it:
    held-out repository is code the model has never seen; the held-out functions of the other
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
-   seen most; their shared system message once, `lm_warmup_documents`) and, with
+   seen most; their shared system message once, `warmup_documents`) and, with
    `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`) and with
    `lm_warmup.search_drills` on their openings with the function renamed
    (`overture.tasks.search_drills`), and with `lm_warmup.repo_code_repeats` on more copies of the
-   train repositories' library code (`repo_code_documents`: code to know by heart, so that the
-   fixed function can be written out), in the sub-run `RUN/lm-warmup/`; then `overture.rl.sft.sft` trains
-   on the demonstrations' assistant turns, from the warm-up's checkpoint when there is one,
-   until the held-out loss stops improving (its own early stopping), in the sub-run `RUN/sft/`;
+   train repositories' library code (`warmup_documents.repo_code_documents`: code to know by
+   heart, so that the fixed function can be written out), in the sub-run `RUN/lm-warmup/`; then
+   `overture.rl.sft.sft` trains on the demonstrations' assistant turns, from the warm-up's
+   checkpoint when there is one, until the held-out loss stops improving (its own early
+   stopping), in the sub-run `RUN/sft/`;
    RL starts from its best weights, and how exactly they reproduce the held-out demonstrations'
    tool calls is measured (`call_accuracy`: which arguments the model can write at all), and
    for it and the warm-up's checkpoint whether they copy at all (`copying`: random spans shown
    twice, `overture.rl.copying`);
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine); with
    `rl.task_share` < 1, the share of train tasks RL deals, those whose demonstrations that
-   checkpoint finds likeliest (`overture.rl.task_pool`); RL with the `Orchestrator` in the mode
+   checkpoint finds likeliest (`overture.rl.task_pool`), or with `rl.task_split = "practice"`
+   the held-out tasks the evaluations leave out (`job_tasks.practice_tasks`) instead of the
+   train tasks; RL with the `Orchestrator` in the mode
    the `[rl]` section gives, a training checkpoint every `training.checkpoint_every` steps (and
    after the last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller).
@@ -38,7 +41,9 @@ for the evaluation after RL and the final checkpoint.
 
 The RL phase runs under the run's config with `training.steps`, `training.lr` and
 `training.warmup_steps` replaced by `rl.steps`, `rl.lr` and `rl.warmup_steps` (the LR schedule of
-the RL trainer spans the RL steps, not the SFT ones).
+the RL trainer spans the RL steps, not the SFT ones), `training.min_lr_ratio` by
+`rl.min_lr_ratio` and `engine.temperature` by `rl.temperature` when those are set
+(`job_config.rl_phase_config`); the evaluations sample at `engine.temperature`.
 
 Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
 per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
@@ -50,7 +55,7 @@ metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (fi
 the tasks RL deals among them).
 
 `--resume` (refused when the run's own `config.toml` has another `seed`, `[tasks]`,
-`[tokenizer]` or `[model]`: `resume_conflicts`) skips the phases `job_state.json` records as
+`[tokenizer]` or `[model]`: `job_config.resume_conflicts`) skips the phases `job_state.json` records as
 finished, runs an unfinished warm-up again from its start, resumes SFT from its own checkpoint,
 and RL from the newest complete RL checkpoint: the optimizer step count, policy version and RL
 totals come back from it, the records of later (lost) steps are removed from metrics.jsonl, and
@@ -71,24 +76,30 @@ from typing import Any
 
 import torch
 
-from overture.config import ConfigError, RunConfig, load_config
+from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
-from overture.model.copy_circuit import check_copy_circuit_shape
 from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from overture.rl.copying import repeated_span_accuracy, statement_tokens
-from overture.rl.demonstrations import read_demonstrations, render_demonstration, without_system
+from overture.rl.demonstrations import read_demonstrations
 from overture.rl.evaluation import evaluate
+from overture.rl.job_config import (
+    check_job_config,
+    lm_warmup_phase_config,
+    resume_conflicts,
+    rl_mode,
+    rl_phase_config,
+    sft_phase_config,
+)
 from overture.rl.job_display import JobDisplay
-from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
+from overture.rl.job_tasks import load_task_set, practice_tasks, split_tasks, write_oracle_demonstrations
 from overture.rl.orchestrator import (
     LocalEngine,
     LocalTrainer,
     Orchestrator,
     StepReport,
-    check_config,
     local_rollouts,
 )
 from overture.rl.pretrain import pretrain
@@ -98,13 +109,13 @@ from overture.rl.setup import load_tokenizer
 from overture.rl.sft import sft, split_held_out
 from overture.rl.task_pool import demonstration_losses, likeliest_tasks
 from overture.rl.trainer import Trainer
+from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
 from overture.sandbox import SandboxPool
-from overture.tasks import REPOS_FOLDER, Task
+from overture.tasks import Task
 from overture.tasks.drills import edit_drills
 from overture.tasks.search_drills import search_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
-from overture.text.corpus import package_sources
 from overture.text.tokenizer import TOKENIZER_FILE
 
 STATE_FILE = "job_state.json"
@@ -136,128 +147,6 @@ class JobState:
         partial.write_text(json.dumps(self.data))
         os.replace(partial, self.path)
         return value
-
-
-def rl_mode(config: RunConfig) -> str:
-    if config.rl.staleness == 0:
-        return "sync"
-    return "async+partial" if config.rl.overprovision > 1 else "async"
-
-
-def rl_phase_config(config: RunConfig) -> RunConfig:
-    """The run's config with the RL phase's step count and LR schedule in `training`."""
-    data = config.model_dump()
-    data["training"].update(
-        steps=config.rl.steps, lr=config.rl.lr or config.training.lr, warmup_steps=config.rl.warmup_steps
-    )
-    return RunConfig.model_validate(data)
-
-
-def _sub_run_settings(config: RunConfig, run_path: Path, name: str) -> dict[str, Any]:
-    """The run's settings for its sub-run `RUN/name/`, reading the job's tokenizer (saved in
-    `run_path` by `MainJob._tokenizer`)."""
-    data = config.model_dump()
-    data.update(output_dir=str(run_path), name=name)
-    data["tokenizer"]["path"] = str(run_path)
-    return data
-
-
-def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
-    """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
-    step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`)."""
-    warmup = config.lm_warmup
-    data = _sub_run_settings(config, run_path, "lm-warmup")
-    data["training"].update(
-        steps=warmup.steps,
-        batch_size=warmup.batch_size,
-        seq_len=warmup.seq_len,
-        lr=warmup.lr or config.training.lr,
-        warmup_steps=warmup.warmup_steps,
-    )
-    return RunConfig.model_validate(data)
-
-
-def lm_warmup_documents(
-    tokenizer: Tokenizer, demonstrations: list[dict[str, Any]], drills: list[dict[str, Any]]
-) -> list[list[int]]:
-    """Token ids of the warm-up's conversations: the demonstrations, the system message kept in
-    the first only (it is the same in every one, about 1,500 tokens with the tools' schemas: kept
-    in all it would be almost a third of the warm-up's data, learned after a few), then the drills."""
-    kept = demonstrations[:1] + [without_system(record) for record in demonstrations[1:]]
-    return [render_demonstration(tokenizer, record).token_ids for record in [*kept, *drills]]
-
-
-def repo_code_documents(tokenizer: Tokenizer, config: RunConfig) -> list[list[int]]:
-    """Token ids of the bundled repositories' library source (their tests and the held-out
-    repositories left out), file by file, `lm_warmup.repo_code_repeats` times over."""
-    unseen = tuple(folder + "/" for folder in heldout_repo_folders(config))
-    library = [
-        text
-        for path, text in package_sources()
-        if path.startswith(f"{REPOS_FOLDER}/")
-        and not path.startswith(unseen)
-        and path.split("/")[3] != "tests"
-    ]
-    encoded = [tokenizer.encode(text) for text in library]
-    return [ids for _ in range(config.lm_warmup.repo_code_repeats) for ids in encoded]
-
-
-def heldout_repo_folders(config: RunConfig) -> list[str]:
-    """The package folders of the held-out repositories, which the warm-up's corpus leaves out."""
-    return [f"{REPOS_FOLDER}/{name}" for name in config.tasks.heldout_repos]
-
-
-def sft_phase_config(
-    config: RunConfig, run_path: Path, demonstrations: Path, start: Path | None = None
-) -> RunConfig:
-    """The run's config for its SFT sub-run `RUN/sft/` on the oracle's demonstrations, from the
-    checkpoint `start` (the language-model warm-up's) when given, with the job's tokenizer."""
-    data = _sub_run_settings(config, run_path, "sft")
-    data["sft"]["data"] = str(demonstrations)
-    if start is not None:
-        data["model"]["path"] = str(start)
-    return RunConfig.model_validate(data)
-
-
-def check_job_config(config: RunConfig, train_tasks: list[Task] | None = None) -> None:
-    """Errors (naming the key) that would otherwise surface minutes into a run."""
-    if config.model.path is None and config.model.max_position_embeddings < config.training.seq_len:
-        raise ConfigError(
-            f"model.max_position_embeddings = {config.model.max_position_embeddings} is below "
-            f"training.seq_len = {config.training.seq_len}: demonstrations would not fit the model"
-        )
-    if config.model.path is None and config.model.copy_circuit:
-        try:
-            check_copy_circuit_shape(config.model)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    if config.tasks.eval_size < 1:
-        raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
-    if train_tasks is not None:
-        try:
-            check_config(config, train_tasks)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-
-
-# The settings that decide what a run's finished phases built: its task set and split, its
-# tokenizer, its model. Resumed under other values, a run would mix its demonstrations and
-# checkpoints with another run's tasks; other settings (RL's steps, the engine's) may change.
-RUN_DEFINING = ("seed", "tasks", "tokenizer", "model")
-
-
-def resume_conflicts(saved: RunConfig, config: RunConfig) -> list[str]:
-    """Each run-defining setting (`RUN_DEFINING`) in which `config` differs from the run's own
-    `saved` one, as `key: the run's value, this one's`."""
-    old, new = saved.model_dump(), config.model_dump()
-    conflicts = []
-    for key in RUN_DEFINING:
-        if isinstance(old[key], dict):
-            pairs = [(f"{key}.{name}", value, new[key].get(name)) for name, value in old[key].items()]
-        else:
-            pairs = [(key, old[key], new[key])]
-        conflicts += [f"{name}: {was!r} in the run, {now!r} now" for name, was, now in pairs if was != now]
-    return conflicts
 
 
 def _drop_records_after(run_path: Path, step: int) -> None:
@@ -334,14 +223,17 @@ class MainJob:
         began = time.time()
         tasks, source = asyncio.run(load_task_set(config, display.echo))
         train_tasks, heldout = split_tasks(tasks, config)
-        check_job_config(config, train_tasks)
+        practice = config.rl.task_split == "practice"
+        rl_pool = practice_tasks(tasks, heldout) if practice else train_tasks
+        check_job_config(config, rl_pool)
         task_info = {
             "source": str(source.path),
             "cached": source.cached,
             "train": len(train_tasks),
             "heldout": len(heldout),
         }
-        display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out ({source.path})")
+        practising = f", RL on {len(rl_pool)} other held-out ones (rl.task_split)" if practice else ""
+        display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out{practising} ({source.path})")
         self._timed("tasks", began)
         sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
         weights = Path(sft_summary["best"] or sft_summary["final"])
@@ -373,7 +265,7 @@ class MainJob:
                 if restored is not None:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
-            rl_tasks = self._rl_tasks(train_tasks, trainer, tokenizer, restored)
+            rl_tasks = self._rl_tasks(rl_pool, trainer, tokenizer, restored)
             totals = self._rl(trainer, engine, rl_tasks, tokenizer, totals, task_queue, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
@@ -508,20 +400,21 @@ class MainJob:
         return self.state.record(f"eval_{label}", result)
 
     def _rl_tasks(
-        self, train_tasks: list[Task], trainer: Trainer, tokenizer: Tokenizer, restored: Path | None
+        self, pool: list[Task], trainer: Trainer, tokenizer: Tokenizer, restored: Path | None
     ) -> list[Task]:
-        """The train tasks RL deals: all of them, or with `rl.task_share` < 1 that share whose
-        demonstrations `trainer` (still at the SFT weights) finds likeliest (`overture.rl.task_pool`),
-        chosen once and kept in job_state.json, their losses in `RUN/rl_task_losses.jsonl`."""
+        """The tasks RL deals of `pool` (the train tasks, or the practice ones of `rl.task_split`):
+        all of them, or with `rl.task_share` < 1 the share of train tasks whose demonstrations
+        `trainer` (still at the SFT weights) finds likeliest (`overture.rl.task_pool`), chosen once
+        and kept in job_state.json, their losses in `RUN/rl_task_losses.jsonl`."""
         share = self.config.rl.task_share
         if share >= 1:
-            return train_tasks
+            return pool
         chosen = self.state.get("rl_tasks")
         if chosen is None:
             if restored is not None:
                 raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no record of the tasks RL deals")
-            chosen = self._choose_rl_tasks(train_tasks, trainer, tokenizer, share)
-        by_id = {task.instance_id: task for task in train_tasks}
+            chosen = self._choose_rl_tasks(pool, trainer, tokenizer, share)
+        by_id = {task.instance_id: task for task in pool}
         unknown = [task_id for task_id in chosen["ids"] if task_id not in by_id]
         if unknown:
             raise RunDirError(
@@ -631,7 +524,8 @@ class MainJob:
     ) -> None:
         rl_config = trainer.config
         async with SandboxPool(rl_config.sandbox) as pool:
-            handle = LocalEngine(engine)
+            # The engine serves the evaluations too: RL's sampling temperature goes with each request.
+            handle = LocalEngine(engine, temperature=rl_config.engine.temperature)
             rollouts = local_rollouts(rl_config, handle, pool, tokenizer)
             orchestrator = Orchestrator(
                 rl_config, train_tasks, handle, LocalTrainer(trainer), rollouts, task_queue
