@@ -238,6 +238,14 @@ class RLConfig(Section):
         "checkpoint finds likeliest (lowest loss per trained token), every function's likeliest task "
         "before any function's second; 1 deals them all and scores none (overture.rl.task_pool)",
     )
+    negative_advantage_scale: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="multiplies every negative advantage: 1 = the estimator's own; 0 learns only from "
+        "episodes better than their group (a failed edit's tokens, most of them correct code copied "
+        "from the read, are not pushed down)",
+    )
     task_split: Literal["train", "practice"] = Field(
         "train",
         description="the tasks RL deals: 'train', the ones SFT's demonstrations solve, or 'practice', "
