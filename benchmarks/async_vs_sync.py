@@ -109,7 +109,7 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     config = run_config(args, *MODES[mode])
     torch.manual_seed(config.seed)
     checkpoint = Path(args.model)
-    tasks = read_tasks(args.tasks)
+    tasks = [task for task in read_tasks(args.tasks) if task.split == "train"]
     tokenizer = Tokenizer.from_dir(checkpoint)
     engine = Engine.from_pretrained(checkpoint, config=config.engine)
     trainer = Trainer(load_pretrained(checkpoint), rl_phase_config(config))
@@ -197,7 +197,7 @@ def prepare(args: argparse.Namespace) -> None:
         tokenizer.save(args.model)
     if args.tasks is None:
         out = Path(args.workdir) / "tasks" / "tasks.jsonl"
-        # Every task in the train split: the orchestrator trains on that split only.
+        # Every task in the train split: the modes deal train tasks only.
         synth = config.model_copy(deep=True)
         synth.tasks.heldout_function_fraction = 0.0
         asyncio.run(build_task_set([bundled_repo("ledger")], out, args.task_count, synth, seed=args.seed))

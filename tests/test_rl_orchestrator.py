@@ -5,6 +5,7 @@ partial rollouts that are aborted and resumed, sandbox deaths, and configuration
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -30,7 +31,10 @@ def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups
 
 def test_sync_mode_trains_on_fresh_rollouts_only(tiny_policy, numbers_tasks):
     config = run_config(staleness=0, overprovision=1.0)
-    reports, engine_version = run_orchestrator(tiny_policy, numbers_tasks, config, steps=2)
+    # The orchestrator deals the tasks it is given, whatever their split (RL's practice tasks are held out).
+    tasks = [dataclasses.replace(task, split="heldout") for task in numbers_tasks]
+    reports, engine_version = run_orchestrator(tiny_policy, tasks, config, steps=2)
+    assert {t.task_id for r in reports for t in r.trajectories} <= {task.instance_id for task in tasks}
     assert [r.step for r in reports] == [1, 2] and [r.version for r in reports] == [1, 2]
     assert engine_version == 2
     for report in reports:
@@ -131,7 +135,7 @@ def test_a_batch_without_signal_makes_no_optimizer_step_and_the_run_goes_on(
 def test_bad_configurations_name_the_key(numbers_tasks):
     train = [task for task in numbers_tasks if task.split == "train"]
     config = run_config(batch_groups=len(train), overprovision=2.0, staleness=1)
-    with pytest.raises(ValueError, match=r"train tasks.*rl\.batch_groups"):
+    with pytest.raises(ValueError, match=r"tasks to deal.*rl\.batch_groups"):
         check_config(config, train)
     with pytest.raises(ValueError, match=r"rl\.staleness"):
         check_config(run_config(overprovision=2.0, staleness=0), train)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -127,11 +126,10 @@ def split_tasks(tasks: list[Task], config: RunConfig) -> tuple[list[Task], list[
 
 
 def practice_tasks(tasks: list[Task], evaluated: list[Task]) -> list[Task]:
-    """The held-out tasks of `tasks` that are not `evaluated` (`rl.task_split = "practice"`), as
-    RL's train tasks: split `train`, the rest as they were."""
+    """The held-out tasks of `tasks` that are not `evaluated`: what RL deals with
+    `rl.task_split = "practice"`."""
     skip = {task.instance_id for task in evaluated}
-    left = [task for task in tasks if task.split == "heldout" and task.instance_id not in skip]
-    return [dataclasses.replace(task, split="train") for task in left]
+    return [task for task in tasks if task.split == "heldout" and task.instance_id not in skip]
 
 
 async def write_oracle_demonstrations(

@@ -210,7 +210,7 @@ class StepReport:
         return data
 
 
-def check_config(config: RunConfig, train_tasks: Sequence[Task]) -> None:
+def check_config(config: RunConfig, tasks: Sequence[Task]) -> None:
     """A clear error naming the key when the configuration cannot run the orchestrator."""
     rl = config.rl
     if rl.group_size < 2:
@@ -223,10 +223,10 @@ def check_config(config: RunConfig, train_tasks: Sequence[Task]) -> None:
             "holds tokens one version old, which rl.staleness = 0 would always drop"
         )
     in_flight = groups_in_flight(config)
-    if len(train_tasks) < in_flight:
+    if len(tasks) < in_flight:
         raise ValueError(
-            f"{len(train_tasks)} train tasks, but rl.batch_groups x rl.overprovision = {in_flight} groups "
-            "run at once, each on its own task: give more train tasks or lower rl.batch_groups"
+            f"{len(tasks)} tasks to deal, but rl.batch_groups x rl.overprovision = {in_flight} groups "
+            "run at once, each on its own task: give more tasks or lower rl.batch_groups"
         )
     if rl.minibatches > rl.batch_groups * rl.group_size:
         raise ValueError(
@@ -251,11 +251,10 @@ class Orchestrator:
         rollouts: Rollouts,
         task_queue: dict[str, Any] | None = None,
     ) -> None:
-        """`tasks`: the task set (its train split is used); `rollouts`: where groups run
+        """`tasks`: the tasks to deal, whatever their split; `rollouts`: where groups run
         (`local_rollouts(...)` in this process); `task_queue`: a step report's `task_queue`, to
         deal tasks on from where that run stood (a resume)."""
-        train = [task for task in tasks if task.split == "train"]
-        check_config(config, train)
+        check_config(config, tasks)
         if engine.version != trainer.version:
             raise ValueError(
                 f"the engine serves version {engine.version} but the trainer is at {trainer.version}: "
@@ -267,7 +266,7 @@ class Orchestrator:
         self.partial = config.rl.overprovision > 1
         self.dynamic_sampling = config.rl.dynamic_sampling
         self.max_left_out = config.rl.max_left_out_groups
-        self.queue = TaskQueue(train, config.seed, config.rl.replay_share)
+        self.queue = TaskQueue(tasks, config.seed, config.rl.replay_share)
         if task_queue:
             self.queue.restore(task_queue)
         self.rollouts = rollouts

@@ -47,7 +47,7 @@ SANDBOX_DIED = "sandbox died"
 
 
 class TaskQueue:
-    """Train tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first.
+    """Tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first.
 
     A curriculum by function (`replay_share` > 0): RL sharpens the functions it trains on and no
     others (docs/benchmarks.md, "RL sharpens the functions it trains on"), and the fix of every
