@@ -9,7 +9,8 @@ real grading (pytest runs of FAIL_TO_PASS and sampled PASS_TO_PASS tests):
 
 - `sync`: staleness bound eta = 0, over-provisioning O = 1, the baseline (DESIGN.md decision 2);
 - `async-eta1`, `async-eta2`, `async-eta4`: eta = 1, 2, 4, O = 1;
-- `async+partial`: eta = 2, O = 2 (partial rollouts aborted at each step and resumed after it).
+- `async+partial`: eta = 2, O = 2 (partial rollouts aborted at each step and resumed after it;
+  `--partial-overprovision` sets its O).
 
 Each mode runs in its own child process (its own engine, trainer, sandbox pool and memory).
 Per mode it reports the wall time of the steps, the time no episode was running (generation
@@ -71,6 +72,14 @@ MODES: dict[str, tuple[int, float]] = {
 }
 
 
+def mode_knobs(args: argparse.Namespace, mode: str) -> tuple[int, float]:
+    """The mode's (eta, O): `MODES`, with `--partial-overprovision` as async+partial's O."""
+    staleness, overprovision = MODES[mode]
+    if mode == "async+partial":
+        overprovision = args.partial_overprovision
+    return staleness, overprovision
+
+
 def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -> RunConfig:
     """The `--config` file with the benchmark's RL, agent and engine settings and the mode's knobs;
     the trainer takes its steps and LR schedule from `[rl]`, as the main job's RL phase does.
@@ -106,7 +115,7 @@ def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -
 
 def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     """`args.steps` orchestrator steps in `mode` from the saved policy; the mode's figures."""
-    config = run_config(args, *MODES[mode])
+    config = run_config(args, *mode_knobs(args, mode))
     torch.manual_seed(config.seed)
     checkpoint = Path(args.model)
     tasks = [task for task in read_tasks(args.tasks) if task.split == "train"]
@@ -217,6 +226,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     flags += ["--seed", str(args.seed), "--group-size", str(args.group_size)]
     flags += ["--batch-groups", str(args.batch_groups), "--max-turns", str(args.max_turns)]
     flags += ["--max-new-tokens", str(args.max_new_tokens), "--engine-batch", str(args.engine_batch)]
+    flags += ["--partial-overprovision", str(args.partial_overprovision)]
     for override in args.set:
         flags += ["--set", override]
     return flags
@@ -253,6 +263,9 @@ def main() -> None:
     parser.add_argument("--engine-batch", type=int, default=8, help="sequences the engine decodes at once")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
     parser.add_argument(
+        "--partial-overprovision", type=float, default=MODES["async+partial"][1], help="async+partial's O"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)"
     )
     parser.add_argument("--quick", action="store_true", help="2 steps, 16 tasks, sync and async+partial")
@@ -267,6 +280,9 @@ def main() -> None:
     unknown = [mode for mode in modes if mode not in MODES]
     if unknown or "sync" not in modes:
         parser.error(f"--modes must include sync and name only {', '.join(MODES)} (got {args.modes!r})")
+    if args.partial_overprovision <= 1:
+        given = args.partial_overprovision
+        parser.error(f"--partial-overprovision must exceed 1 (got {given:g}): with O = 1 nothing is aborted")
     task_source = args.tasks or f"{args.task_count} synthesized from bundled ledger"
     model_source = args.model or f"random, shape of {os.path.relpath(args.config, REPO)}"
     began = time.monotonic()
