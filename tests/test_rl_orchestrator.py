@@ -385,3 +385,24 @@ def test_dynamic_sampling_takes_zero_signal_groups_past_its_limit_and_is_off_by_
         assert rewards_trained(trainer) == trained
         assert [r.groups_left_out for r in reports] == left_out
         assert reports[0].sampled_reward_mean == 0.0
+
+
+
+def test_aborted_groups_leave_their_places_to_new_groups_while_the_trainer_runs(numbers_tasks):
+    # B = 2 of 4 groups in flight (O = 2), η = 4. Groups 0 and 1 complete at once (group 4 takes
+    # 0's place meanwhile): the batch. Groups 2-4 are aborted and generate nothing while the
+    # trainer runs, so four new groups run meanwhile, not one: the in-flight cap counts the
+    # groups that generate.
+    config = run_config(batch_groups=2, overprovision=2.0, staleness=4)
+    rollouts = ScriptedRollouts([1, 1] + [50] * 10, CountingEngine())
+    pauses_at_training: list[list[int]] = []
+
+    class ObservingTrainer(CountingTrainer):
+        async def train(self, trajectories) -> dict[str, float]:
+            pauses_at_training.append([group.pauses for group in rollouts.groups])
+            return await super().train(trajectories)
+
+    orchestrator = Orchestrator(config, numbers_tasks, rollouts.engine, ObservingTrainer(), rollouts)
+    (report,) = asyncio.run(orchestrator.run(1))
+    assert pauses_at_training == [[0, 0, 1, 1, 1, 0, 0, 0, 0]]
+    assert report.version == 1 and rollouts.engine.served == [0, 1]

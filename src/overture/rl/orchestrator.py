@@ -9,17 +9,20 @@ One code path, three modes by configuration (DESIGN.md decisions 2-3):
   flight at a weight update continue under the new weights, every token keeping its version.
 - `async+partial` (O > 1, needs η ≥ 1): up to ceil(O × B) groups in flight; when B are
   complete every episode still in flight is aborted (its tokens, logprobs and versions kept,
-  its sandbox held) and the trainer runs, while new groups take the B places the batch freed
-  under the old weights; after the weight update the aborted episodes resume, with what is
-  left of their budgets. Groups stay whole. A group resumed at the last weight update is not
-  aborted again at the next batch: it already generates under the newest weights, and cutting
-  it would only redo its prefill (the next batch is often complete at once, from the groups
-  that ran during training, so without this a resumed group would be cut before it moved on).
+  its sandbox held) and the trainer runs, while new groups run under the old weights in the
+  places the batch and the aborted groups freed (an aborted group generates nothing, so it
+  does not count against the in-flight cap until it resumes; it still holds its staleness
+  capacity and its sandboxes); after the weight update the aborted episodes resume before any
+  newer group starts, with what is left of their budgets. Groups stay whole. A group resumed
+  at the last weight update is not aborted again at the next batch: it already generates
+  under the newest weights, and cutting it would only redo its prefill (the next batch is
+  often complete at once, from the groups that ran during training, so without this a resumed
+  group would be cut before it moved on).
 
-Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are in
-flight and the groups started (less those dropped) stay below (η + v + 1) × B, v being the
-trainer's version. A complete group joins a batch only if every policy token's version is
-≥ v − η; otherwise it is dropped, counted, and its task re-queued.
+Admission follows AReaL. A new group starts only while fewer than ceil(O × B) groups are
+generating (in flight and not aborted) and the groups started (less those dropped) stay below
+(η + v + 1) × B, v being the trainer's version. A complete group joins a batch only if every
+policy token's version is ≥ v − η; otherwise it is dropped, counted, and its task re-queued.
 
 Dynamic sampling (DAPO, `rl.dynamic_sampling`): a group whose rewards are all equal gives every
 advantage 0, so it is left out of the batch as it completes (counted, its task not re-queued)
@@ -273,6 +276,7 @@ class Orchestrator:
         self.version = trainer.version
         self._in_flight: dict[asyncio.Task, GroupRun] = {}
         self._just_resumed: set[asyncio.Task] = set()  # paused at the last batch, released since
+        self._paused: set[asyncio.Task] = set()  # paused while the trainer runs
         self._complete: list[tuple[GroupRun, list[Trajectory]]] = []
         self._started = 0  # groups started and not dropped (AReaL's accepted + running)
         self._dropped = 0
@@ -327,8 +331,10 @@ class Orchestrator:
         paused = [r for r in self._in_flight if r not in self._just_resumed] if self.partial else []
         for runner in paused:
             self._in_flight[runner].pause()
-        # The places the batch frees go to new groups, which run under the old weights while the
-        # trainer works (within the staleness capacity: none with η = 0, which is sync).
+        self._paused = set(paused)
+        # The places the batch and the paused groups free go to new groups, which run under the
+        # old weights while the trainer works (within the staleness capacity: none with η = 0,
+        # which is sync).
         self._fill()
         trajectories = [t for _, group in batch for t in group]
         trained_under = self.version
@@ -350,6 +356,7 @@ class Orchestrator:
         for runner in paused:
             if runner in self._in_flight:
                 self._in_flight[runner].release()  # resumed first: before any new group starts
+        self._paused = set()
         self._just_resumed = set(paused)
         self._fill()
         counts = await self.rollouts.take_stats()
@@ -362,7 +369,7 @@ class Orchestrator:
         if self._stopping:
             return
         capacity = (self.staleness_bound + self.version + 1) * self.batch_groups
-        while len(self._in_flight) < self.max_in_flight and self._started < capacity:
+        while len(self._in_flight) - len(self._paused) < self.max_in_flight and self._started < capacity:
             self._start_group(self.queue.next())
 
     def _start_group(self, task: Task) -> None:
@@ -375,6 +382,7 @@ class Orchestrator:
 
     def _group_done(self, runner: asyncio.Task) -> None:
         group = self._in_flight.pop(runner)
+        self._paused.discard(runner)
         if runner.cancelled():
             return
         error = runner.exception()
