@@ -10,7 +10,7 @@ real grading (pytest runs of FAIL_TO_PASS and sampled PASS_TO_PASS tests):
 - `sync`: staleness bound eta = 0, over-provisioning O = 1, the baseline (DESIGN.md decision 2);
 - `async-eta1`, `async-eta2`, `async-eta4`: eta = 1, 2, 4, O = 1;
 - `async+partial`: eta = 2, O = 2 (partial rollouts aborted at each step and resumed after it;
-  `--partial-overprovision` sets its O).
+  `--partial-staleness` and `--partial-overprovision` set its eta and O).
 
 Each mode runs in its own child process (its own engine, trainer, sandbox pool and memory).
 Per mode it reports the wall time of the steps, the time no episode was running (generation
@@ -73,10 +73,11 @@ MODES: dict[str, tuple[int, float]] = {
 
 
 def mode_knobs(args: argparse.Namespace, mode: str) -> tuple[int, float]:
-    """The mode's (eta, O): `MODES`, with `--partial-overprovision` as async+partial's O."""
+    """The mode's (eta, O): `MODES`, with `--partial-staleness` and `--partial-overprovision` as
+    async+partial's."""
     staleness, overprovision = MODES[mode]
     if mode == "async+partial":
-        overprovision = args.partial_overprovision
+        staleness, overprovision = args.partial_staleness, args.partial_overprovision
     return staleness, overprovision
 
 
@@ -226,6 +227,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     flags += ["--seed", str(args.seed), "--group-size", str(args.group_size)]
     flags += ["--batch-groups", str(args.batch_groups), "--max-turns", str(args.max_turns)]
     flags += ["--max-new-tokens", str(args.max_new_tokens), "--engine-batch", str(args.engine_batch)]
+    flags += ["--partial-staleness", str(args.partial_staleness)]
     flags += ["--partial-overprovision", str(args.partial_overprovision)]
     for override in args.set:
         flags += ["--set", override]
@@ -263,6 +265,9 @@ def main() -> None:
     parser.add_argument("--engine-batch", type=int, default=8, help="sequences the engine decodes at once")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
     parser.add_argument(
+        "--partial-staleness", type=int, default=MODES["async+partial"][0], help="async+partial's eta"
+    )
+    parser.add_argument(
         "--partial-overprovision", type=float, default=MODES["async+partial"][1], help="async+partial's O"
     )
     parser.add_argument(
@@ -280,6 +285,8 @@ def main() -> None:
     unknown = [mode for mode in modes if mode not in MODES]
     if unknown or "sync" not in modes:
         parser.error(f"--modes must include sync and name only {', '.join(MODES)} (got {args.modes!r})")
+    if args.partial_staleness < 1:
+        parser.error(f"--partial-staleness must be at least 1 (got {args.partial_staleness})")
     if args.partial_overprovision <= 1:
         given = args.partial_overprovision
         parser.error(f"--partial-overprovision must exceed 1 (got {given:g}): with O = 1 nothing is aborted")
