@@ -387,7 +387,6 @@ def test_dynamic_sampling_takes_zero_signal_groups_past_its_limit_and_is_off_by_
         assert reports[0].sampled_reward_mean == 0.0
 
 
-
 def test_aborted_groups_leave_their_places_to_new_groups_while_the_trainer_runs(numbers_tasks):
     # B = 2 of 4 groups in flight (O = 2), η = 4. Groups 0 and 1 complete at once (group 4 takes
     # 0's place meanwhile): the batch. Groups 2-4 are aborted and generate nothing while the
