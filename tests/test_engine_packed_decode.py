@@ -144,11 +144,12 @@ def resident_mb():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
 
 keep_freed_memory()  # freed blocks below 64 MiB stay in the process, as in a serving process
+kept = []
 
-def churn():  # 1 MiB tensors in a thread's own arena, every other one kept a while
-    kept = [torch.ones(1 << 18) for _ in range(400)]
-    del kept[::2]
-    del kept
+def churn():  # 1 MiB tensors in a thread's own arena; every other one freed, the rest kept alive
+    tensors = [torch.ones(1 << 18) for _ in range(400)]
+    kept.extend(tensors[1::2])
+    del tensors
 
 thread = threading.Thread(target=churn)
 thread.start()
@@ -165,6 +166,8 @@ def test_release_freed_memory_hands_a_threads_freed_memory_back():
         [sys.executable, "-c", RESIDENT_AFTER_FREE], capture_output=True, text=True, check=True
     )
     before, after = map(int, done.stdout.split())
-    # Of the 400 MiB written and freed, 250 come back on a quiet machine, 190 under the full suite's
-    # load, and none without the trim.
-    assert before - after >= 100, (before, after)
+    # The 200 freed MiB are holes between live tensors, so only the trim can return them (glibc
+    # neither shrinks a heap's top nor unmaps a heap around them): all 200 come back, none without
+    # the trim. (Freeing all 400 instead let glibc unmap whole heaps on its own first, by an amount
+    # that varied from run to run.)
+    assert before - after >= 150, (before, after)
