@@ -17,7 +17,12 @@ Per mode it reports the wall time of the steps, the time no episode was running 
 idle) and the time spent in optimizer steps (the trainer is idle for the rest), the staleness
 histogram of the trained trajectories, the share of off-policy policy tokens, partial rollouts
 aborted and resumed, groups dropped as too stale, rewards (last step and mean over steps),
-tokens generated, and the speed-up of its wall time over `sync`. A human summary comes first,
+tokens generated, the CPU time the machine spent busy meanwhile (`cpu_s`, every process: the
+engine, the trainer, the sandboxed tool calls and test runs, other jobs) and the cores busy on
+average (`cores_busy`: with every core busy in `sync`, overlap has nothing left to use), and the
+speed-up of its wall time over `sync`. `--set runtime.ray=true` runs every mode on Ray (engine,
+trainer and rollout worker as actors, each its own process), as the main job's RL phase does
+with that setting. A human summary comes first,
 then one JSON object on the last line, with the load average before and after (other jobs on
 the machine share its cores with the engine, the trainer and the test runs).
 
@@ -52,11 +57,12 @@ from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
 from overture.rl.job_config import rl_phase_config
 from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
+from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.rollout_groups import policy_versions
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
-from overture.tasks.spec import read_tasks
+from overture.tasks.spec import Task, read_tasks
 from overture.tasks.task_sets import build_task_set, bundled_repo
 from overture.text import Tokenizer
 
@@ -115,12 +121,31 @@ def run_config(args: argparse.Namespace, staleness: int, overprovision: float) -
 
 
 def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
-    """`args.steps` orchestrator steps in `mode` from the saved policy; the mode's figures."""
+    """`args.steps` orchestrator steps in `mode` from the saved policy; the mode's figures. With
+    `runtime.ray` set (`--set runtime.ray=true`) the engine, the trainer and the rollout worker are
+    Ray actors, each in its own process, as in the main job's RL phase on Ray."""
     config = run_config(args, *mode_knobs(args, mode))
     torch.manual_seed(config.seed)
     checkpoint = Path(args.model)
     tasks = [task for task in read_tasks(args.tasks) if task.split == "train"]
     tokenizer = Tokenizer.from_dir(checkpoint)
+    cpu_before, began = machine_cpu_seconds(), time.monotonic()
+    if config.runtime.uses_ray:
+        reports, wall = asyncio.run(run_on_ray(args, rl_phase_config(config), tasks, tokenizer))
+    else:
+        reports, wall = run_in_process(args, config, tasks, tokenizer)
+    figures = mode_figures(mode, config, reports, wall)
+    # Over the runtime's start and stop as well as the steps': a little more than wall_s.
+    cpu, run_wall = machine_cpu_seconds() - cpu_before, time.monotonic() - began
+    figures["cpu_s"] = round(cpu, 1)
+    figures["cores_busy"] = round(cpu / run_wall, 2)
+    return figures
+
+
+def run_in_process(
+    args: argparse.Namespace, config: RunConfig, tasks: list[Task], tokenizer: Tokenizer
+) -> tuple[list[StepReport], float]:
+    checkpoint = Path(args.model)
     engine = Engine.from_pretrained(checkpoint, config=config.engine)
     trainer = Trainer(load_pretrained(checkpoint), rl_phase_config(config))
     handle = LocalEngine(engine)
@@ -134,10 +159,27 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             return reports, time.monotonic() - began
 
     try:
-        reports, wall = asyncio.run(main())
+        return asyncio.run(main())
     finally:
         engine.close()
-    return mode_figures(mode, config, reports, wall)
+
+
+async def run_on_ray(
+    args: argparse.Namespace, config: RunConfig, tasks: list[Task], tokenizer: Tokenizer
+) -> tuple[list[StepReport], float]:
+    async with ray_rl_runtime(config, args.model, tokenizer) as ray_rl:
+        orchestrator = Orchestrator(config, tasks, ray_rl.engine, ray_rl.trainer, ray_rl.rollouts)
+        began = time.monotonic()
+        reports = await orchestrator.run(args.steps)
+        return reports, time.monotonic() - began
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy since boot, all cores (`/proc/stat`: user, nice,
+    system, irq, softirq, steal); other jobs included, as the load average shows."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: float) -> dict[str, Any]:
@@ -242,7 +284,7 @@ def summary_line(figures: dict[str, Any]) -> str:
         f"aborted/resumed {figures['episodes_aborted']}/{figures['episodes_resumed']}  "
         f"reward {figures['reward_last']:.3f} (mean {figures['reward_mean']:.3f}, "
         f"sampled {figures['sampled_reward_mean']:.3f})  "
-        f"tokens {figures['tokens_generated']}"
+        f"tokens {figures['tokens_generated']}  cores busy {figures['cores_busy']:.2f}"
     )
 
 
