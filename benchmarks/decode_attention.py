@@ -13,9 +13,11 @@ those freed blocks. Block after block of a sequence then lies somewhere else in 
 what an engine serving multi-turn episodes reads.
 
 Variants: cache float32 or bfloat16 (`engine.kv_cache_dtype`), attention read in place by the C
-kernel (`engine.native_attention`) or gathered for torch's attention.
+kernel (`engine.native_attention`) or gathered for torch's attention; the kernel on one thread or
+shared by several (`engine.attention_threads`, `--attention-threads 1,2`).
 
 Usage: python benchmarks/decode_attention.py [--batch 32] [--context 3000] [--steps 40]
+    [--attention-threads 1,2] [--gather]
 Prints a line per variant, then one JSON object on the last line.
 """
 
@@ -66,7 +68,9 @@ def step_seconds(engine: Engine, prompts: list[list[int]], steps: int) -> float:
     return elapsed / steps
 
 
-def measure(model: Transformer, args, cache_dtype: str, native: bool, interleaved: bool) -> float:
+def measure(
+    model: Transformer, args, cache_dtype: str, native: bool, interleaved: bool, threads: int = 1
+) -> float:
     vocab = model.config.vocab_size
     with Engine(
         model,
@@ -75,6 +79,7 @@ def measure(model: Transformer, args, cache_dtype: str, native: bool, interleave
         prefix_caching=False,
         kv_cache_dtype=cache_dtype,
         native_attention=native,
+        attention_threads=threads,
     ) as engine:
         if interleaved:
             engine.generate(prompts_for(args.batch, 16, vocab, seed=1), max_new_tokens=args.context, seed=1)
@@ -87,26 +92,31 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--gather", action="store_true", help="also time torch's gathered attention")
+    parser.add_argument(
+        "--attention-threads", default="1", help="comma-separated thread counts for the C kernel"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     model = Transformer(load_config(CONFIG).model).eval()
-    variants = [(dtype, True) for dtype in ("float32", "bfloat16")]
+    thread_counts = [int(count) for count in args.attention_threads.split(",")]
+    variants = [(dtype, True, threads) for dtype in ("float32", "bfloat16") for threads in thread_counts]
     if args.gather:
-        variants += [(dtype, False) for dtype in ("float32", "bfloat16")]
+        variants += [(dtype, False, 1) for dtype in ("float32", "bfloat16")]
     rows = []
-    for dtype, native in variants:
+    for dtype, native, threads in variants:
         for interleaved in (False, True):
-            seconds = measure(model, args, dtype, native, interleaved)
+            seconds = measure(model, args, dtype, native, interleaved, threads)
             row = {
                 "kv_cache_dtype": dtype,
                 "attention": "in place" if native else "gathered",
+                "attention_threads": threads,
                 "blocks": "interleaved" if interleaved else "contiguous",
                 "decode_step_ms": seconds * 1e3,
                 "tokens_per_s": args.batch / seconds,
             }
             rows.append(row)
             print(
-                f"{dtype:>8} {row['attention']:>8} {row['blocks']:>11}: "
+                f"{dtype:>8} {row['attention']:>8} x{threads} {row['blocks']:>11}: "
                 f"{row['decode_step_ms']:6.1f} ms a step, {row['tokens_per_s']:,.0f} tok/s",
                 flush=True,
             )

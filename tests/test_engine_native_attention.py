@@ -80,6 +80,34 @@ def test_a_row_does_not_depend_on_the_rest_of_the_batch():
 
 
 @needs_kernel
+@pytest.mark.parametrize("threads", [2, 3, 8])
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_threads_sharing_the_rows_give_the_same_result_bit_for_bit(threads, tokens):
+    cache = random_cache(60, 4, 2, 32, dtype=torch.bfloat16)
+    batch, width = 7, 8
+    tables = (torch.randperm(59)[: batch * width] + 1).view(batch, width)
+    ends = torch.tensor([31, 2, 17, 30, 9, 25, 12])
+    positions = torch.stack([ends - tokens + 1 + t for t in range(tokens)], dim=1)
+    q = torch.randn(batch, tokens, 4, 32)
+    alone = native_attention.PagedAttention(tables, positions, 60)
+    shared = native_attention.PagedAttention(tables, positions, 60, threads=threads)
+    assert shared.runs is not None and 1 < len(shared.runs) <= threads
+    want = alone(q, cache.keys[0], cache.values[0])
+    for _ in range(3):  # the helpers are reused from call to call
+        assert torch.equal(shared(q, cache.keys[0], cache.values[0]), want)
+
+
+def test_row_runs_cover_the_batch_with_about_equal_keys():
+    positions = torch.tensor([[99], [0], [0], [99], [49], [49]])
+    assert native_attention.row_runs(positions, 2) == [(0, 3), (3, 6)]
+    assert native_attention.row_runs(positions, 3) == [(0, 2), (2, 4), (4, 6)]
+    assert native_attention.row_runs(positions, 1) == [(0, 6)]
+    # Never an empty run, even when one row holds most of the keys or threads outnumber rows.
+    assert native_attention.row_runs(torch.tensor([[1000], [0]]), 4) == [(0, 1), (1, 2)]
+    assert native_attention.row_runs(torch.tensor([[0], [0], [1000]]), 2) == [(0, 2), (2, 3)]
+
+
+@needs_kernel
 def test_bad_inputs_name_what_is_wrong():
     cache = random_cache(10, 4, 2, 64)
     tables = torch.tensor([[1, 2]])
@@ -164,3 +192,16 @@ def test_a_failed_build_is_reported_with_the_compiler_output(monkeypatch, tmp_pa
 @pytest.mark.parametrize("cache_dtype", ["auto", "bfloat16"])
 def test_an_engine_reading_the_cache_in_place_samples_as_one_that_gathers(cache_dtype):
     assert_engine_option_changes_nothing("native_attention", kv_cache_dtype=cache_dtype)
+
+
+@needs_kernel
+def test_an_engine_sharing_attention_between_threads_samples_as_one_that_does_not():
+    model = Transformer(tiny_model_config(initializer_range=0.2)).eval()
+    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12], [13], [14, 15, 16, 17]]
+    runs = {}
+    for threads in (1, 2):
+        with Engine(model, kv_block_size=4, attention_threads=threads) as engine:
+            runs[threads] = engine.generate(prompts, max_new_tokens=20, temperature=1.0, seed=7)
+    for got, want in zip(runs[2], runs[1], strict=True):
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == want.logprobs

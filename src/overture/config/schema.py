@@ -365,6 +365,13 @@ class EngineConfig(Section):
         "through a C kernel built on first use (overture.engine.native_attention); false, or without "
         "a C compiler: gather the blocks and use torch's attention",
     )
+    attention_threads: int = Field(
+        1,
+        ge=1,
+        description="threads that share a decode step's attention through the C kernel, each taking "
+        "a run of the batch's sequences (overture.engine.native_attention): 1 = the step's own "
+        "thread; more use cores the rest of the step leaves idle",
+    )
     native_gemm: bool = Field(
         True,
         description="on CPU with float32 weights in fp32, a decode step's GEMMs (projections, routed "

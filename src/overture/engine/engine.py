@@ -96,7 +96,13 @@ class Engine:
         )
         decode = tokenizer.decode if tokenizer is not None else None
         self._scheduler = Scheduler(
-            PagedForward(model, self.cache, self.config.native_attention, self.config.native_gemm),
+            PagedForward(
+                model,
+                self.cache,
+                self.config.native_attention,
+                self.config.native_gemm,
+                self.config.attention_threads,
+            ),
             self.cache,
             self.config,
             self.max_model_len,

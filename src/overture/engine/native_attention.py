@@ -5,6 +5,13 @@ The decode step's torch path gathers each sequence's KV blocks into a contiguous
 32 with 1,024-token prompts on the engine benchmark's model: 32 ms of gathers a step). The C
 kernel reads keys and values where they lie, once each.
 
+Threads. The kernel runs on its caller's thread, and a CPU decode step runs on one thread (the
+engine's; see `cpu_tuning`), so on a machine of two cores the other one idles through the step's
+attention, most of the step at agent context lengths. `PagedAttention(..., threads=N)` splits the
+batch into N runs of sequences holding about as many keys each; the caller's thread attends the
+first, helper threads (kept for the process) the others, all in the kernel at once (ctypes lets
+go of the GIL for the call). Rows are independent, so the result is the same bit for bit.
+
 Where the kernel cannot be built `library()` returns None (`c_kernels` logs why) and callers use
 the torch path. `paged_attention` serves float32 queries over a float32 or bfloat16 cache, on CPU
 only.
@@ -14,6 +21,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -51,12 +60,37 @@ def serves(query_dtype: torch.dtype, cache: torch.Tensor, *others: torch.Tensor)
     return query_dtype == torch.float32 and cache.dtype in _KERNELS and supports(cache, *others)
 
 
+@functools.cache
+def _helpers(count: int) -> ThreadPoolExecutor:
+    """`count` threads that attend runs of rows beside the caller's, for the life of the process."""
+    return ThreadPoolExecutor(max_workers=count, thread_name_prefix="overture-attention")
+
+
+def row_runs(positions: torch.Tensor, threads: int) -> list[tuple[int, int]]:
+    """The batch rows of B×T `positions` cut into at most `threads` runs [start, stop) of about
+    equal keys to read (a query at position p reads p + 1), none empty: each cut falls where the
+    keys read so far come nearest to their share."""
+    read = list(itertools.accumulate((positions + 1).sum(dim=1).tolist()))  # by rows 0 … i
+    cuts: list[int] = []
+    for part in range(1, min(threads, len(read))):
+        first = cuts[-1] + 1 if cuts else 1
+        if first >= len(read):
+            break
+        share = read[-1] * part / threads
+        cuts.append(min(range(first, len(read)), key=lambda cut: abs(read[cut - 1] - share)))
+    bounds = [0, *cuts, len(read)]
+    return list(itertools.pairwise(bounds))
+
+
 class PagedAttention:
     """One step's attention over the cache, for every layer: the B×W block `tables` and the B×T
     query `positions` (query (b, t) attends key positions 0 … positions[b, t]) are checked once,
-    against a pool of `num_blocks` blocks; each call then attends one layer's queries."""
+    against a pool of `num_blocks` blocks; each call then attends one layer's queries, on up to
+    `threads` threads (the caller's and helpers), each taking a run of rows."""
 
-    def __init__(self, tables: torch.Tensor, positions: torch.Tensor, num_blocks: int) -> None:
+    def __init__(
+        self, tables: torch.Tensor, positions: torch.Tensor, num_blocks: int, threads: int = 1
+    ) -> None:
         self.lib = c_kernels.built(library(), "paged attention")
         c_kernels.require("tables", tables, torch.int64)
         c_kernels.require("positions", positions, torch.int64)
@@ -66,8 +100,11 @@ class PagedAttention:
             low, high = (int(v) for v in torch.aminmax(tables))
             if low < 0 or high >= num_blocks:
                 raise ValueError(f"block ids {low}…{high} outside the cache's {num_blocks} blocks")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
         self.tables, self.positions = tables.contiguous(), positions.contiguous()
         self.num_blocks = num_blocks
+        self.runs = row_runs(self.positions, threads) if threads > 1 and positions.shape[0] > 1 else None
 
     def __call__(
         self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None
@@ -93,22 +130,38 @@ class PagedAttention:
             raise ValueError("the cache tensors must be contiguous")
         q = q.contiguous()
         out = torch.empty_like(q)
-        status = getattr(self.lib, kernel)(
-            q.data_ptr(),
-            keys.data_ptr(),
-            values.data_ptr(),
-            self.tables.data_ptr(),
-            self.positions.data_ptr(),
-            out.data_ptr(),
-            batch,
-            tokens,
-            self.tables.shape[1],
-            q_heads,
-            kv_heads,
-            head_dim,
-            block_size,
-            head_dim**-0.5 if scale is None else scale,
-        )
+        attend = getattr(self.lib, kernel)
+        q_row = tokens * q_heads * head_dim * q.element_size()  # bytes of one batch row's queries
+        table_row = self.tables.shape[1] * self.tables.element_size()
+        position_row = tokens * self.positions.element_size()
+        scale = head_dim**-0.5 if scale is None else scale
+
+        def rows(start: int, stop: int) -> int:
+            return attend(
+                q.data_ptr() + start * q_row,
+                keys.data_ptr(),
+                values.data_ptr(),
+                self.tables.data_ptr() + start * table_row,
+                self.positions.data_ptr() + start * position_row,
+                out.data_ptr() + start * q_row,
+                stop - start,
+                tokens,
+                self.tables.shape[1],
+                q_heads,
+                kv_heads,
+                head_dim,
+                block_size,
+                scale,
+            )
+
+        if self.runs is None or len(self.runs) == 1:
+            status = rows(0, batch)
+        else:
+            first, *others = self.runs
+            helpers = _helpers(len(others))
+            pending = [helpers.submit(rows, start, stop) for start, stop in others]
+            statuses = [rows(*first)] + [future.result() for future in pending]
+            status = next((code for code in statuses if code), 0)
         if status:
             raise ValueError(f"paged attention: {_ERRORS.get(status, f'error {status}')}")
         return out

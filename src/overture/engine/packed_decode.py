@@ -83,11 +83,18 @@ class PackedDecoder:
 
     `native_attention` / `native_gemm`: attend / multiply through the C kernels where they can
     serve the cache / weights (else torch); `self.native_gemm` says whether the packed weights are
-    the kernel's."""
+    the kernel's. `attention_threads`: threads that share the C kernel's attention of a step."""
 
-    def __init__(self, model: Transformer, native_attention: bool = True, native_gemm: bool = True) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        native_attention: bool = True,
+        native_gemm: bool = True,
+        attention_threads: int = 1,
+    ) -> None:
         self.model = model
         self.native_attention = native_attention
+        self.attention_threads = attention_threads
         self.allow_native_gemm = native_gemm
         self.native_gemm = False
         self.lm_head: torch.Tensor | None = None  # the LM head's weight, under the C kernel only
@@ -248,7 +255,9 @@ class PackedDecoder:
             and native_attention.serves(model.embed_tokens.weight.dtype, cache.keys[0], tokens)
         )
         if native:  # tables and positions checked once for every layer
-            attend = native_attention.PagedAttention(tables, positions, cache.keys[0].shape[0])
+            attend = native_attention.PagedAttention(
+                tables, positions, cache.keys[0].shape[0], self.attention_threads
+            )
         else:
             key_positions = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
             mask = (key_positions[None, None, :] <= positions[:, :, None])[:, None]

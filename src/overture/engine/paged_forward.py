@@ -33,11 +33,12 @@ class PagedForward:
         cache: PagedKVCache,
         native_attention: bool = True,
         native_gemm: bool = True,
+        attention_threads: int = 1,
     ) -> None:
         self.model = model
         self.cache = cache
         self.device = model.embed_tokens.weight.device
-        self.decoder = PackedDecoder(model, native_attention, native_gemm)
+        self.decoder = PackedDecoder(model, native_attention, native_gemm, attention_threads)
 
     def _tensor(self, data: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
         return torch.tensor(data, dtype=dtype, device=self.device)
