@@ -6,7 +6,7 @@ The decode step's torch path gathers each sequence's KV blocks into a contiguous
 kernel reads keys and values where they lie, once each.
 
 Threads. The kernel runs on its caller's thread, and a CPU decode step runs on one thread (the
-engine's; see `cpu_tuning`), so on a machine of two cores the other one idles through the step's
+engine's; see `cpu_tuning`), so any core that nothing else keeps busy idles through the step's
 attention, most of the step at agent context lengths. `PagedAttention(..., threads=N)` splits the
 batch into N runs of sequences holding about as many keys each; the caller's thread attends the
 first, helper threads (kept for the process) the others, all in the kernel at once (ctypes lets
