@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import shutil
 import subprocess
 
@@ -147,6 +148,24 @@ def test_parallel_commands_in_one_sandbox_run_concurrently(base):
 
     first, second = in_sandbox(base, body)
     assert (first.stdout, second.stdout) == ("b\n", "a\n")  # and neither killed the other
+
+
+def test_a_test_run_loads_no_pytest_plugin_of_the_lent_python(base):
+    if not importlib.metadata.entry_points(group="pytest11"):
+        pytest.skip("no pytest plugin is installed beside this Python")
+
+    async def body(sb):
+        sb.files.write_text("test_one.py", "def test_one():\n    pass\n")
+        lent = await sb.exec("python -m pytest -p no:cacheprovider test_one.py")
+        autoloading = await sb.exec(
+            "unset PYTEST_DISABLE_PLUGIN_AUTOLOAD; python -m pytest -p no:cacheprovider test_one.py"
+        )
+        return lent.stdout, autoloading.stdout
+
+    lent, autoloading = in_sandbox(base, body)
+    assert "1 passed" in lent and "1 passed" in autoloading
+    assert "plugins:" in autoloading  # what pytest's header lists when it loaded one
+    assert "plugins:" not in lent
 
 
 def test_missing_workdir_is_a_clear_error(base):

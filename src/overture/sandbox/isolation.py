@@ -88,6 +88,11 @@ def sandbox_env(python_env: bool, extra: dict[str, str] | None = None) -> dict[s
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    if python_env:
+        # The Python lent is this program's, and the pytest plugins installed beside it are its
+        # dependencies' (anyio's), not the workspace's: a test run loads none by itself, as
+        # grading's do (`overture.tasks.pytest_report`), and starts 0.18 s sooner for it.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env.update(extra or {})
     return env
 
