@@ -104,6 +104,7 @@ class PagedAttention:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.tables, self.positions = tables.contiguous(), positions.contiguous()
         self.num_blocks = num_blocks
+        # Two runs or more whenever there are two threads and two rows: row_runs cuts at least once.
         self.runs = row_runs(self.positions, threads) if threads > 1 and positions.shape[0] > 1 else None
 
     def __call__(
@@ -154,7 +155,7 @@ class PagedAttention:
                 scale,
             )
 
-        if self.runs is None or len(self.runs) == 1:
+        if self.runs is None:
             status = rows(0, batch)
         else:
             first, *others = self.runs
