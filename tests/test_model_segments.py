@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from overture.model import RowSegments, SegmentLayout
+from overture.model import RowSegments, SegmentLayout, segments
 
 
 def random_row(rng: random.Random, width: int) -> RowSegments:
@@ -27,7 +27,9 @@ def random_row(rng: random.Random, width: int) -> RowSegments:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("heads, kv_heads", [(4, 2), (2, 2)])
-def test_segment_attention_equals_the_dense_mask(seed, heads, kv_heads):
+@pytest.mark.parametrize("query_chunk", [segments.QUERY_CHUNK, 3])  # 3: lower segments in chunks
+def test_segment_attention_equals_the_dense_mask(seed, heads, kv_heads, query_chunk, monkeypatch):
+    monkeypatch.setattr(segments, "QUERY_CHUNK", query_chunk)
     rng = random.Random(seed)
     width = 40
     rows = [random_row(rng, width) for _ in range(3)]

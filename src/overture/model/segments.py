@@ -3,11 +3,14 @@
 A packed training row holds several sequences, and with shared prefixes a tree of them: each
 segment (positions [start, end) of the row) attends causally to itself and to every position of
 the segments above it. As a dense T×T mask that is exact but costs every query-key pair of the
-row, masked or not, and loses the causal kernel's skipping of the upper triangle. Here each
-segment is one call of PyTorch's SDPA: a segment with nothing above it is plain causal
-attention over its own keys; one below others attends to their keys, then its own, through a
-small mask (all of the keys above, causal over its own). The pairs computed are then those the
-mask allows, plus the masked upper triangle of each lower segment's own block.
+row, masked or not, and loses the causal kernel's skipping of the upper triangle. Here a
+segment with nothing above it is one causal call of PyTorch's SDPA over its own keys; one below
+others attends to their keys, then its own, through a small mask (all of the keys above, causal
+over its own), in chunks of `QUERY_CHUNK` queries, each against the keys up to its last query.
+The pairs computed are then those the mask allows, plus the masked triangle of each chunk's own
+block. (The kernel skips nothing under a mask: one call for a segment of 2,150 positions below
+1,550 computes its whole 2,150 × 3,700 block, and chunks of 512 take 17 % less time forward and
+backward; docs/benchmarks.md, "Trainer".)
 
 Positions after a row's last segment (padding) attend causally among themselves, as in
 `dense_mask`, so that they stay finite; nothing real attends to them.
@@ -20,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+QUERY_CHUNK = 512
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,12 @@ class SegmentLayout:
             masks.append(allowed.tril_())
         return torch.stack(masks)[:, None]
 
-    def _context_mask(self, above: int, length: int, device: torch.device) -> torch.Tensor:
-        """1×1×length×(above + length): every key above, causal over the segment's own keys."""
-        key = (above, length, device)
+    def _context_mask(self, above: int, start: int, end: int, device: torch.device) -> torch.Tensor:
+        """1×1×(end - start)×(above + end): the queries of a segment's own positions [start, end)
+        see every key above and the segment's own keys causally."""
+        key = (above, start, end, device)
         if key not in self._masks:
-            mask = torch.ones(length, above + length, dtype=torch.bool, device=device).tril_(above)
+            mask = torch.ones(end - start, above + end, dtype=torch.bool, device=device).tril_(above + start)
             self._masks[key] = mask[None, None]
         return self._masks[key]
 
@@ -129,11 +135,15 @@ class SegmentLayout:
                     continue
                 keys = torch.cat([k_parts[s] for s in above] + [k_parts[at]], dim=2)
                 values = torch.cat([v_parts[s] for s in above] + [v_parts[at]], dim=2)
-                mask = self._context_mask(keys.shape[2] - lengths[at], lengths[at], q.device)
-                outputs.append(
-                    F.scaled_dot_product_attention(
-                        q_parts[at], keys, values, attn_mask=mask, enable_gqa=enable_gqa
+                context = keys.shape[2] - lengths[at]
+                chunks = q_parts[at].split(QUERY_CHUNK, dim=2)
+                for start, chunk in zip(range(0, lengths[at], QUERY_CHUNK), chunks, strict=True):
+                    end = start + chunk.shape[2]
+                    mask = self._context_mask(context, start, end, q.device)
+                    seen = slice(0, context + end)
+                    out = F.scaled_dot_product_attention(
+                        chunk, keys[:, :, seen], values[:, :, seen], attn_mask=mask, enable_gqa=enable_gqa
                     )
-                )
+                    outputs.append(out)
             rows.append(torch.cat(outputs, dim=2))
         return torch.cat(rows, dim=0)
