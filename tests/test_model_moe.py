@@ -1,4 +1,5 @@
-"""The MoE block: grouped experts equal the loop, the aux loss, bias balancing, shared expert."""
+"""The MoE block: grouped experts equal the loop, the aux loss, bias balancing, shared expert;
+the model's outputs (router outputs, logits at chosen positions)."""
 
 from __future__ import annotations
 
@@ -136,6 +137,22 @@ def test_model_forward_reports_router_outputs():
     assert out.tokens_per_expert.shape == (len(moe_layers), config.num_experts)
     assert (out.tokens_per_expert.sum(-1) == 2 * 7 * config.num_experts_per_tok).all()
     assert out.aux_loss.requires_grad and math.isfinite(out.aux_loss.item())
+
+
+def test_logits_at_some_positions_are_those_rows_of_the_full_logits_with_their_gradients():
+    model = Transformer(tiny_model_config())
+    ids = torch.randint(0, 96, (2, 7))
+    wanted = torch.zeros(2, 7, dtype=torch.bool)
+    wanted[0, 2:5] = wanted[1, 6] = True
+    full = model(ids).logits
+    some = model(ids, logits_at=wanted).logits
+    assert some.shape == (4, model.config.vocab_size)
+    torch.testing.assert_close(some, full[wanted])
+    weights = torch.randn_like(some)
+    expected = torch.autograd.grad((full[wanted] * weights).sum(), model.embed_tokens.weight)[0]
+    got = torch.autograd.grad((some * weights).sum(), model.embed_tokens.weight)[0]
+    torch.testing.assert_close(got, expected)
+    assert model(ids, logits_at=torch.zeros(2, 7, dtype=torch.bool)).logits.shape == (0, 96)
 
 
 def test_dense_model_has_no_router_outputs():

@@ -24,7 +24,8 @@ from overture.model.segments import SegmentLayout
 
 @dataclass
 class CausalLMOutput:
-    """Logits (B×T×V) and what the routers did: the aux loss and tokens per expert (L_moe×E)."""
+    """Logits (B×T×V, or N×V for the N positions asked for) and what the routers did: the aux
+    loss and tokens per expert (L_moe×E)."""
 
     logits: torch.Tensor
     aux_loss: torch.Tensor
@@ -133,11 +134,15 @@ class Transformer(nn.Module):
         positions: torch.Tensor | None = None,
         attention_mask: torch.Tensor | SegmentLayout | None = None,
         token_mask: torch.Tensor | None = None,
+        logits_at: torch.Tensor | None = None,
     ) -> CausalLMOutput:
         """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1);
         attention_mask: instead of plain causal attention, B×1×T×T booleans (True = may attend)
         or, for rows of packed sequences, their `SegmentLayout`; token_mask: B×T booleans,
-        False for padding, which then moves neither the aux loss nor the experts' load."""
+        False for padding, which then moves neither the aux loss nor the experts' load;
+        logits_at: B×T booleans, the positions whose logits are wanted, returned as N×V in
+        row-major order (a trainer's loss positions: the final norm and the LM head, forward and
+        backward, then cost nothing elsewhere)."""
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         x = self.embed_tokens(input_ids)
@@ -147,6 +152,8 @@ class Transformer(nn.Module):
             x, route = layer(x, cos, sin, attention_mask, token_mask)
             if route is not None:
                 routes.append(route)
+        if logits_at is not None:
+            x = x[logits_at]
         logits = self.lm_head(self.norm(x))
         num_experts = self.config.num_experts
         tokens_per_expert = (

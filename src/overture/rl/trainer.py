@@ -190,20 +190,27 @@ class Trainer:
         return int(all_reduce_floats([local], self.meshes)[0])
 
     def _forward(self, model: Transformer, batch: MicroBatch):
+        """The model on a micro-batch, with logits at its trained positions only (N×V, in the
+        order of `batch.trained_values`): most positions of an agent's sequence (prompt, tool
+        output) take no loss, and the LM head and log-softmax over the vocabulary were a fifth of
+        an SFT step when computed everywhere."""
         return model(
             batch.input_ids,
             positions=batch.positions,
             attention_mask=batch.attention,
             token_mask=batch.sequence_ids != PAD_SEQUENCE,
+            logits_at=batch.trained,
         )
 
     @torch.no_grad()
     def _logprobs_without_grad(
         self, model: Transformer, batch: MicroBatch, temperature: float = 1.0
     ) -> torch.Tensor:
+        """The logprobs of the batch's trained positions (flattened, as `trained_values`)."""
         was_training = model.training
         model.eval()
-        logprobs = token_logprobs(self._forward(model, batch).logits, batch.targets, temperature)
+        targets = batch.trained_values(batch.targets)
+        logprobs = token_logprobs(self._forward(model, batch).logits, targets, temperature)
         model.train(was_training)
         return logprobs
 
@@ -223,8 +230,8 @@ class Trainer:
         loss_sum, aux_sum = 0.0, 0.0
         for batch in batches:
             out = self._forward(self.model, batch)
-            logprobs = token_logprobs(out.logits, batch.targets)
-            loss = -(batch.trained_values(batch.weights) * batch.trained_values(logprobs)).sum()
+            logprobs = token_logprobs(out.logits, batch.trained_values(batch.targets))
+            loss = -(batch.trained_values(batch.weights) * logprobs).sum()
             (loss + self._aux_term(out, batch, step_tokens)).backward()
             loss_sum += loss.item()
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
@@ -240,7 +247,7 @@ class Trainer:
         total = 0.0
         for batch in self._micro_batches(samples, weights):
             logprobs = self._logprobs_without_grad(self.model, batch)
-            total -= (batch.trained_values(batch.weights) * batch.trained_values(logprobs)).sum().item()
+            total -= (batch.trained_values(batch.weights) * logprobs).sum().item()
         return all_reduce_floats([total], self.meshes)[0]
 
     @torch.no_grad()
@@ -255,7 +262,7 @@ class Trainer:
         for batch in self._micro_batches(samples, [1.0] * count):
             logprobs = self._logprobs_without_grad(self.model, batch)
             owners = batch.trained_values(batch.sequence_ids).cpu()
-            sums.index_add_(0, owners, -batch.trained_values(logprobs).double().cpu())
+            sums.index_add_(0, owners, -logprobs.double().cpu())
             tokens.index_add_(0, owners, torch.ones(owners.numel(), dtype=torch.float64))
         return (sums / tokens.clamp(min=1.0)).tolist()
 
@@ -322,25 +329,25 @@ class Trainer:
         temperature = self.sampling_temperature
         for batch, prox in zip(batches, proximal, strict=True):
             out = self._forward(self.model, batch)
-            logprobs = token_logprobs(out.logits, batch.targets, temperature)
+            logprobs = token_logprobs(out.logits, batch.trained_values(batch.targets), temperature)
             reference = (
                 self._logprobs_without_grad(self.reference, batch, temperature) if self.reference else None
             )
             inputs = PolicyLossInputs(
-                logprobs=batch.trained_values(logprobs),
+                logprobs=logprobs,
                 behavior_logprobs=batch.trained_values(batch.behavior_logprobs),
                 advantages=batch.trained_values(batch.advantages),
                 weights=batch.trained_values(batch.weights),
                 sequence_ids=batch.trained_values(batch.sequence_ids),
-                proximal_logprobs=None if prox is None else batch.trained_values(prox),
-                reference_logprobs=None if reference is None else batch.trained_values(reference),
+                proximal_logprobs=prox,
+                reference_logprobs=reference,
             )
             loss, stats = policy_loss(inputs, rl)
             (loss + self._aux_term(out, batch, step_tokens)).backward()
             if self.meshes is not None and not batch.num_tokens:
                 continue  # padding: its statistics are those of no token
             merge_stats(totals, stats)
-            entropy_sum += batch.trained_values(token_entropy(out.logits, temperature)).sum().item()
+            entropy_sum += token_entropy(out.logits, temperature).sum().item()
             aux_sum += out.aux_loss.item() * batch.num_tokens / step_tokens
             lag.append(self.policy_version - batch.trained_values(batch.versions))
         lags = torch.cat(lag).float() if lag else torch.zeros(0)
