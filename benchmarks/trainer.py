@@ -7,11 +7,15 @@ computes the untrained beginnings that sequences have in common once (`overture.
 Two batches: `mixed`, sequences of spread-out lengths with nothing in common (prompt a quarter of
 each); `agent`, an RL batch as the agent makes it: every sequence starts with the same system
 message of `--system-tokens`, groups of `--group-size` share a task statement, then each has
-its own answer. Training tokens/s counts the sequences' own positions (padding and positions
-computed once for several sequences are neither counted twice nor skipped). Prints one JSON
-object on its last line.
+its own answer. With `--demonstrations`, a third batch, `sft`: the first `--sequences` oracle
+demonstrations of a main job's run (its `demonstrations.jsonl`, with the `tokenizer.json` beside
+it), timed with `lm_step`, the SFT phase's step, where the others time `rl_step`. Training
+tokens/s counts the sequences' own positions (padding and positions computed once for several
+sequences are neither counted twice nor skipped). Prints one JSON object on its last line.
 
     .venv/bin/python benchmarks/trainer.py [--config configs/tiny.toml] [--steps 5] [--budget TOKENS]
+    .venv/bin/python benchmarks/trainer.py --demonstrations RUN/tiny/demonstrations.jsonl \
+        --batches sft --sequences 8 --budget 16384
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ import torch
 
 from overture.config import load_config
 from overture.model import Transformer
+from overture.model.devices import resolve_device
 from overture.rl.batching import build_micro_batches
+from overture.rl.demonstrations import demonstration_samples, read_demonstrations
 from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample
 from overture.rl.trainer import Trainer
+from overture.text import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,6 +74,16 @@ def agent_batch(args: argparse.Namespace, vocab: int, seed: int) -> list[Trainin
     return samples
 
 
+def sft_batch(args: argparse.Namespace, vocab: int, seq_len: int) -> list[TrainingSample]:
+    """The first `--sequences` demonstrations of `--demonstrations`, tokenized as the job's SFT does."""
+    path = Path(args.demonstrations)
+    tokenizer = Tokenizer.from_dir(path.parent)
+    if tokenizer.vocab_size > vocab:
+        raise SystemExit(f"{path.parent}: {tokenizer.vocab_size} tokens for a model of vocabulary {vocab}")
+    records = read_demonstrations(path)[: args.sequences]
+    return demonstration_samples(tokenizer, records, seq_len, str(path))
+
+
 def policy_sample(ids: list[int], prompt: int, rng: random.Random) -> TrainingSample:
     length = len(ids)
     logprobs = [0.0] * prompt + [-rng.uniform(0.1, 3.0) for _ in range(length - prompt)]
@@ -86,13 +103,16 @@ def measure(args: argparse.Namespace, layout_name: str, batch: str) -> dict:
         f"training.share_prefixes={str(share).lower()}",
     ]
     config = load_config(args.config, overrides)
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    # As a job resolves it: on a CPU that also sets the float mode training runs in.
+    device = resolve_device(config.runtime.model_copy(update={"device": "cpu" if args.cpu else "auto"}))
     torch.manual_seed(0)
     model = Transformer(config.model).to(device)
     trainer = Trainer(model, config)
     vocab = config.model.vocab_size
     if batch == "agent":
         samples = agent_batch(args, vocab, 0)
+    elif batch == "sft":
+        samples = sft_batch(args, vocab, config.training.seq_len)
     else:
         samples = mixed_length_batch(args.sequences, args.shortest, args.longest, vocab, 0)
     cost = position_cost(config.model) if share else None
@@ -104,7 +124,7 @@ def measure(args: argparse.Namespace, layout_name: str, batch: str) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        trainer.rl_step(samples)
+        trainer.lm_step(samples) if batch == "sft" else trainer.rl_step(samples)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if step >= args.warmup:
@@ -136,6 +156,8 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     flags += ["--budget", str(args.budget), "--sequences", str(args.sequences)]
     flags += ["--shortest", str(args.shortest), "--longest", str(args.longest)]
     flags += ["--system-tokens", str(args.system_tokens), "--group-size", str(args.group_size)]
+    if args.demonstrations:
+        flags += ["--demonstrations", args.demonstrations]
     return flags + (["--cpu"] if args.cpu else [])
 
 
@@ -150,11 +172,14 @@ def main() -> None:
     parser.add_argument("--longest", type=int, default=512)
     parser.add_argument("--system-tokens", type=int, default=1536, help="agent batch: system message")
     parser.add_argument("--group-size", type=int, default=4, help="agent batch: sequences per task")
-    parser.add_argument("--batches", default="mixed,agent")
+    parser.add_argument("--demonstrations", help="a job's demonstrations.jsonl: the batch `sft`")
+    parser.add_argument("--batches", default="mixed,agent", help="of mixed, agent, sft")
     parser.add_argument("--cpu", action="store_true", help="stay on CPU even when CUDA is present")
     parser.add_argument("--child", choices=list(LAYOUTS), help=argparse.SUPPRESS)
-    parser.add_argument("--batch", choices=["mixed", "agent"], default="mixed", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", choices=["mixed", "agent", "sft"], default="mixed", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if "sft" in args.batches.split(",") and not args.demonstrations:
+        parser.error("the batch sft needs --demonstrations")
     if args.budget is None:
         args.budget = load_config(args.config).training.micro_batch_tokens
     if args.child:
