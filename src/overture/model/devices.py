@@ -1,14 +1,15 @@
 """Choosing the torch device and thread count a run asks for, and the CPU's float mode.
 
 Denormals. On a CPU, float results too small to be normal (below ~1.2e-38 in float32) are
-computed in microcode, tens of times slower than normal ones. Training the tiny policy on the
-main job's demonstrations makes many: the softmax of sharp attention over 4,000-token contexts
-underflows into them. `resolve_device` therefore has the CPU flush them to zero
-(`torch.set_flush_denormal`), which changes no value above that range: an SFT step on eight
-demonstrations took 3.2 s with them and 2.8 s without, a step of a newly initialised model 4.7
-and 2.8 s (docs/benchmarks.md, "Trainer"). The mode is per thread and a thread inherits it when
-it is created, OpenMP's workers too, so it must be set before the process's first parallel op:
-every job resolves its device first.
+computed in microcode, many times slower than normal ones. Sharp attention makes them inside
+SDPA's softmax, where scores far below a row's maximum underflow: causal SDPA at 3,000 tokens,
+forward and backward, took 433 ms on scores spread like those of vectors 6× a unit Gaussian's
+and 48 ms on a unit Gaussian's. `resolve_device` therefore has the CPU flush them to zero
+(`torch.set_flush_denormal`), which changes no value above that range: the spread case then
+took 45 ms, an SFT step on eight of the main job's demonstrations 2.8 s instead of 3.2, one of
+a newly initialised model 2.8 s instead of 4.7 (docs/benchmarks.md, "Trainer"). The mode is per
+thread and a thread inherits it when it is created, OpenMP's workers too, so it must be set
+before the process's first parallel op: every job resolves its device first.
 """
 
 from __future__ import annotations
