@@ -192,8 +192,8 @@ class Trainer:
     def _forward(self, model: Transformer, batch: MicroBatch):
         """The model on a micro-batch, with logits at its trained positions only (N×V, in the
         order of `batch.trained_values`): most positions of an agent's sequence (prompt, tool
-        output) take no loss, and the LM head and log-softmax over the vocabulary were a fifth of
-        an SFT step when computed everywhere."""
+        output) take no loss, and the LM head and log-softmax over the vocabulary took about a
+        tenth of an SFT step when computed everywhere."""
         return model(
             batch.input_ids,
             positions=batch.positions,
