@@ -55,6 +55,7 @@ import torch
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
+from overture.model.devices import resolve_device
 from overture.rl.job_config import rl_phase_config
 from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.ray_actors import ray_rl_runtime
@@ -126,6 +127,7 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     Ray actors, each in its own process, as in the main job's RL phase on Ray."""
     config = run_config(args, *mode_knobs(args, mode))
     torch.manual_seed(config.seed)
+    resolve_device(config.runtime)  # threads and float mode as in the main job's process
     checkpoint = Path(args.model)
     tasks = [task for task in read_tasks(args.tasks) if task.split == "train"]
     tokenizer = Tokenizer.from_dir(checkpoint)
