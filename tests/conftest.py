@@ -75,6 +75,12 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _float_mode():
+    """Every test starts with denormals kept: a job run in process (`resolve_device`) flushes them."""
+    torch.set_flush_denormal(False)
+
+
 @pytest.fixture(scope="session")
 def numbers_task_set(tmp_path_factory):
     """(folder, tasks): eight tasks synthesized once from the small repository of `tasks_helpers`."""

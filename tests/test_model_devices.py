@@ -17,13 +17,7 @@ def product_with_denormal() -> float:
     return (torch.tensor([DENORMAL], dtype=torch.float32) * 1.0).item()
 
 
-@pytest.fixture
-def restore_float_mode():
-    yield
-    torch.set_flush_denormal(False)
-
-
-def test_a_cpu_run_flushes_denormals_in_its_thread_and_in_threads_started_after(restore_float_mode):
+def test_a_cpu_run_flushes_denormals_in_its_thread_and_in_threads_started_after():
     if not torch.set_flush_denormal(False):
         pytest.skip("this CPU has no flush-to-zero mode")
     assert product_with_denormal() != 0.0
@@ -36,7 +30,7 @@ def test_a_cpu_run_flushes_denormals_in_its_thread_and_in_threads_started_after(
     assert seen == [0.0]
 
 
-def test_cuda_without_a_device_is_an_error(restore_float_mode):
+def test_cuda_without_a_device_is_an_error():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     with pytest.raises(RuntimeError, match="no CUDA device"):
