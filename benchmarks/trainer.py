@@ -119,12 +119,13 @@ def measure(args: argparse.Namespace, layout_name: str, batch: str) -> dict:
     layout = build_micro_batches(samples, [1.0] * len(samples), args.budget, packing, cost)
     real = sum(len(s.token_ids) - 1 for s in samples)
     computed = sum(b.num_positions for b in layout)
+    step_on = trainer.lm_step if batch == "sft" else trainer.rl_step
     times = []
     for step in range(args.warmup + args.steps):
         if device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        trainer.lm_step(samples) if batch == "sft" else trainer.rl_step(samples)
+        step_on(samples)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if step >= args.warmup:

@@ -189,18 +189,19 @@ class Trainer:
             return local
         return int(all_reduce_floats([local], self.meshes)[0])
 
-    def _forward(self, model: Transformer, batch: MicroBatch):
-        """The model on a micro-batch, with logits at its trained positions only (N×V, in the
-        order of `batch.trained_values`): most positions of an agent's sequence (prompt, tool
-        output) take no loss, and the LM head and log-softmax over the vocabulary took about a
-        tenth of an SFT step when computed everywhere."""
-        return model(
+    def _forward(self, model: Transformer, batch: MicroBatch, temperature: float = 1.0):
+        """(the model's output, the logprobs of the targets) on a micro-batch, at its trained
+        positions only (flattened, in the order of `batch.trained_values`): most positions of an
+        agent's sequence (prompt, tool output) take no loss, and the LM head and log-softmax over
+        the vocabulary took about a tenth of an SFT step when computed everywhere."""
+        out = model(
             batch.input_ids,
             positions=batch.positions,
             attention_mask=batch.attention,
             token_mask=batch.sequence_ids != PAD_SEQUENCE,
             logits_at=batch.trained,
         )
+        return out, token_logprobs(out.logits, batch.trained_values(batch.targets), temperature)
 
     @torch.no_grad()
     def _logprobs_without_grad(
@@ -209,8 +210,7 @@ class Trainer:
         """The logprobs of the batch's trained positions (flattened, as `trained_values`)."""
         was_training = model.training
         model.eval()
-        targets = batch.trained_values(batch.targets)
-        logprobs = token_logprobs(self._forward(model, batch).logits, targets, temperature)
+        _, logprobs = self._forward(model, batch, temperature)
         model.train(was_training)
         return logprobs
 
@@ -229,8 +229,7 @@ class Trainer:
         step_tokens = self._global_tokens(batches)
         loss_sum, aux_sum = 0.0, 0.0
         for batch in batches:
-            out = self._forward(self.model, batch)
-            logprobs = token_logprobs(out.logits, batch.trained_values(batch.targets))
+            out, logprobs = self._forward(self.model, batch)
             loss = -(batch.trained_values(batch.weights) * logprobs).sum()
             (loss + self._aux_term(out, batch, step_tokens)).backward()
             loss_sum += loss.item()
@@ -328,8 +327,7 @@ class Trainer:
         entropy_sum, aux_sum, lag = 0.0, 0.0, []
         temperature = self.sampling_temperature
         for batch, prox in zip(batches, proximal, strict=True):
-            out = self._forward(self.model, batch)
-            logprobs = token_logprobs(out.logits, batch.trained_values(batch.targets), temperature)
+            out, logprobs = self._forward(self.model, batch, temperature)
             reference = (
                 self._logprobs_without_grad(self.reference, batch, temperature) if self.reference else None
             )
