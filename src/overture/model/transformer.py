@@ -18,19 +18,22 @@ from overture.config import ModelConfig
 from overture.model.attention import Attention
 from overture.model.copy_circuit import install_copy_circuit
 from overture.model.layers import PrecisionLinear, RMSNorm, RotaryEmbedding, SwiGLU
+from overture.model.linear_cross_entropy import linear_cross_entropy
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
 from overture.model.segments import SegmentLayout
 
 
 @dataclass
 class CausalLMOutput:
-    """Logits (B×T×V, or N×V for the N positions asked for) and what the routers did: the aux
-    loss and tokens per expert (L_moe×E)."""
+    """Logits (B×T×V, or N×V for the N positions asked for), or with targets given the sum of
+    their cross-entropy instead, and what the routers did: the aux loss and tokens per expert
+    (L_moe×E)."""
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     aux_loss: torch.Tensor
     tokens_per_expert: torch.Tensor
     routes: list[RouterOutput] = field(default_factory=list)
+    target_loss_sum: torch.Tensor | None = None
 
 
 class DecoderLayer(nn.Module):
@@ -135,6 +138,7 @@ class Transformer(nn.Module):
         attention_mask: torch.Tensor | SegmentLayout | None = None,
         token_mask: torch.Tensor | None = None,
         logits_at: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
     ) -> CausalLMOutput:
         """input_ids: B×T token ids; positions: B×T absolute positions (default 0..T-1);
         attention_mask: instead of plain causal attention, B×1×T×T booleans (True = may attend)
@@ -142,7 +146,14 @@ class Transformer(nn.Module):
         False for padding, which then moves neither the aux loss nor the experts' load;
         logits_at: B×T booleans, the positions whose logits are wanted, returned as N×V in
         row-major order (a trainer's loss positions: the final norm and the LM head, forward and
-        backward, then cost nothing elsewhere)."""
+        backward, then cost nothing elsewhere); targets: B×T token ids, the token each position
+        predicts (already shifted): instead of logits, the output holds the sum over positions
+        of their cross-entropy, computed without the B×T×V logits (`linear_cross_entropy`)."""
+        if targets is not None and logits_at is not None:
+            raise ValueError("pass logits_at or targets, not both")
+        if targets is not None and targets.shape != input_ids.shape:
+            shapes = f"{tuple(targets.shape)} and {tuple(input_ids.shape)}"
+            raise ValueError(f"targets and input_ids differ in shape: {shapes}")
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         x = self.embed_tokens(input_ids)
@@ -154,16 +165,25 @@ class Transformer(nn.Module):
                 routes.append(route)
         if logits_at is not None:
             x = x[logits_at]
-        logits = self.lm_head(self.norm(x))
+        if targets is None:
+            logits, target_loss_sum = self.lm_head(self.norm(x)), None
+        else:
+            hidden = self.norm(x).flatten(0, 1)
+            logits = None
+            target_loss_sum = linear_cross_entropy(hidden, self.lm_head.weight, targets.flatten())
         num_experts = self.config.num_experts
         tokens_per_expert = (
             torch.stack([r.tokens_per_expert(num_experts) for r in routes])
             if routes
             else torch.zeros(0, num_experts, dtype=torch.long)
         )
-        aux_loss = load_balancing_loss(routes, num_experts).to(logits.device)
+        aux_loss = load_balancing_loss(routes, num_experts).to(x.device)
         return CausalLMOutput(
-            logits=logits, aux_loss=aux_loss, tokens_per_expert=tokens_per_expert, routes=routes
+            logits=logits,
+            aux_loss=aux_loss,
+            tokens_per_expert=tokens_per_expert,
+            routes=routes,
+            target_loss_sum=target_loss_sum,
         )
 
     def update_balance_bias(self) -> None:

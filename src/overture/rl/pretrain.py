@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from overture.config import ConfigError, RunConfig
 from overture.distributed import (
@@ -95,8 +94,8 @@ def held_out_loss(
     model.eval()
     count = max(1, min(max_windows, (len(tokens) - 1) // length))
     windows = torch.stack([tokens[i * length : i * length + length + 1] for i in range(count)]).to(device)
-    logits = model(windows[:, :-1]).logits
-    loss = F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten()).item()
+    targets = windows[:, 1:]
+    loss = (model(windows[:, :-1], targets=targets).target_loss_sum / targets.numel()).item()
     model.train()
     return loss
 
@@ -150,12 +149,11 @@ def _lm_loss(
 ) -> tuple[torch.Tensor, float, float, torch.Tensor]:
     """(loss to differentiate, global cross-entropy, global aux loss, tokens per expert) of a step."""
     coef = model.config.router_aux_loss_coef
-    logits = out.logits.flatten(0, 1).float()
     if meshes is None:
-        ce = F.cross_entropy(logits, targets.flatten())
+        ce = out.target_loss_sum / targets.numel()
         return ce + coef * out.aux_loss, ce.item(), out.aux_loss.item(), out.tokens_per_expert
     tokens = targets.numel() * meshes.world_size
-    ce_share = F.cross_entropy(logits, targets.flatten(), reduction="sum") / tokens
+    ce_share = out.target_loss_sum / tokens
     aux_share, aux_value = load_balancing_share(out.routes, model.config.num_experts, meshes)
     loss = ce_share + coef * aux_share.to(ce_share.device)
     (ce,) = all_reduce_floats([ce_share.item()], meshes)
@@ -210,8 +208,9 @@ def pretrain_rank(
         inputs, targets = random_windows(data.train, training.batch_size, training.seq_len, generator)
         # Every rank drew the same windows; each trains on its own rows of them.
         inputs, targets = local_batch(inputs, meshes), local_batch(targets, meshes)
-        out = model(inputs.to(device))
-        loss, ce, aux, loads = _lm_loss(out, targets.to(device), model, meshes)
+        targets = targets.to(device)
+        out = model(inputs.to(device), targets=targets)
+        loss, ce, aux, loads = _lm_loss(out, targets, model, meshes)
         loss.backward()
         update = trainer.optimizer_step()
         window_tokens += inputs.numel() * (meshes.world_size if meshes else 1)
