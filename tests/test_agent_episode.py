@@ -95,6 +95,20 @@ def test_edits_that_do_not_apply_are_counted_apart(repo):
     trajectory, _ = run_episode(repo, ScriptedPolicy(tokenizer(), [missing, FIX, FINISH]))
     metrics = trajectory.metrics
     assert metrics["edit_calls"] == 2 and metrics["edits_applied"] == 1 and metrics["edited"]
+    assert metrics["edits_refused"] == 0
+
+
+def test_edits_refused_because_the_file_would_not_compile_are_counted(repo):
+    unclosed = ("search_replace", {"file_path": "calc/core.py", "old_string": "(len(values) + 1)",
+                                   "new_string": "(len(values)"})  # fmt: skip
+    missing = ("search_replace", {"file_path": "calc/core.py", "old_string": "absent", "new_string": "x"})
+    turns = [call_text(unclosed), call_text(unclosed, missing), FIX, FINISH]
+    trajectory, _ = run_episode(repo, ScriptedPolicy(tokenizer(), turns))
+    metrics = trajectory.metrics
+    assert metrics["edit_calls"] == 4 and metrics["edits_applied"] == 1
+    assert metrics["edits_refused"] == 2  # the two unclosed brackets; the missing old_string is another error
+    with_refusal_off, _ = run_episode(repo, ScriptedPolicy(tokenizer(), turns), refuse_syntax_errors=False)
+    assert with_refusal_off.metrics["edits_refused"] == 0
 
 
 def test_a_turn_without_calls_finishes(repo):

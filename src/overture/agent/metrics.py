@@ -2,8 +2,8 @@
 
 What the seed system's policy learned and what we want to watch: calls per turn, how often a
 turn makes several calls at once, how much the agent reads and searches before its first edit,
-how often it writes an invalid call, how many of its edits apply, and what the episode cost
-(turns, tokens, tool time).
+how often it writes an invalid call, how many of its edits apply and how many were refused
+because the file would no longer compile, and what the episode cost (turns, tokens, tool time).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from overture.agent.tools import ALL_TOOLS
+from overture.agent.tools import ALL_TOOLS, INVALID_PYTHON_REFUSAL
 
 # From each tool's declared kind, so a new tool is counted as what it is.
 READ_TOOLS = frozenset(tool.name for tool in ALL_TOOLS if tool.kind == "read")
@@ -35,6 +35,7 @@ def behaviour_metrics(
         "edited": applied > 0,
         "edit_calls": sum(call["name"] in EDIT_TOOLS for call in calls),
         "edits_applied": applied,
+        "edits_refused": sum(refused_as_invalid_python(call) for call in calls),
         "invalid_calls": invalid,
         "invalid_call_rate": invalid / len(calls) if calls else 0.0,
         "tool_errors": sum(call["error"] == "tool" for call in calls),
@@ -45,6 +46,12 @@ def behaviour_metrics(
         "tool_wall_s": round(sum(turn["tool_wall_s"] for turn in turns), 6),
         "generation_s": round(sum(turn["generation_s"] for turn in turns), 6),
     }
+
+
+def refused_as_invalid_python(call: dict[str, Any]) -> bool:
+    """Whether the call is an edit the tools refused because the file would not compile."""
+    refused = call["error"] == "tool" and INVALID_PYTHON_REFUSAL in call["response"]
+    return call["name"] in EDIT_TOOLS and refused
 
 
 def reads_before_first_edit(calls: Sequence[dict[str, Any]]) -> int:

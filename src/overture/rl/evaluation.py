@@ -54,10 +54,11 @@ class EvalReport:
 
 
 # "edited": share of episodes that changed the repository; "edit_calls" and "edits_applied": edit
-# calls per episode and those of them that changed a file (an edit is the step a fix cannot skip).
+# calls per episode and those of them that changed a file (an edit is the step a fix cannot skip);
+# "edits_refused": those the tools refused because the file would no longer compile.
 MEAN_METRICS = (
     "turns", "tool_calls_per_turn", "parallel_turn_share", "reads_before_first_edit", "edited",
-    "edit_calls", "edits_applied", "invalid_call_rate",
+    "edit_calls", "edits_applied", "edits_refused", "invalid_call_rate",
 )  # fmt: skip
 # Then the shares of episodes that read the lines the reference fix changes and that edited its
 # files (`overture.tasks.localization`): where an agent that does not solve a task stops.

@@ -25,6 +25,8 @@ from overture.sandbox.files import glob_to_regex, looks_binary
 from overture.text import numbered_lines
 
 BYTECODE_CACHE = "__pycache__"
+# In the error of every edit refused because its result would not compile (and only there).
+INVALID_PYTHON_REFUSAL = "the result would not be valid Python"
 
 
 def _file_error(path: str, exc: Exception) -> ToolError:
@@ -144,7 +146,7 @@ def refuse_breaking_python(context: ToolContext, path: str, before: str | None, 
     if error is None or (before is not None and compile_error(before, path) is not None):
         return
     raise ToolError(
-        f"{path}: edit not applied, the file is unchanged: the result would not be valid Python: "
+        f"{path}: edit not applied, the file is unchanged: {INVALID_PYTHON_REFUSAL}: "
         f"{error}. Fix the indentation, brackets or quotes of the new text and edit again."
     )
 
