@@ -17,6 +17,7 @@ from overture.rl.demonstrations import (
     read_demonstrations,
     render_demonstration,
     synthetic_demonstrations,
+    without_untrained_turns,
 )
 from overture.rl.run_dir import read_metrics
 from overture.rl.setup import load_tokenizer
@@ -61,6 +62,26 @@ def test_loss_mask_covers_exactly_the_assistant_bodies():
     assert text.startswith("<tool_call>") and text.endswith(answer + "<|im_end|>")
     assert "How many lines" not in text and "You are a coding agent" not in text
     assert conversation.assistant_turn_count == 2
+
+
+def test_an_untrained_turn_is_context_only_and_can_be_left_out():
+    """A turn marked `"train": false` renders the same tokens with loss mask 0; without it (and
+    the results that answered it) the demonstration is as if it had not happened."""
+    tokenizer = train_default_tokenizer(VOCAB)
+    record = synthetic_demonstrations(1, seed=3)[0]
+    system, user, call, result, answer = record["messages"]
+    wrong = {**call, "tool_calls": [{"name": "read_file", "arguments": {"path": "nope.py"}}], "train": False}
+    shown = {**record, "messages": [system, user, wrong, {"role": "tool", "content": "Error: no such file"},
+                                    call, result, answer]}  # fmt: skip
+    conversation = render_demonstration(tokenizer, shown)
+    turns = [turn for turn in conversation.turns if turn.role == "assistant"]
+    assert conversation.assistant_turn_count == 3
+    assert not any(conversation.loss_mask[turns[0].start : turns[0].end])
+    assert all(conversation.loss_mask[turns[1].body_start : turns[1].body_end])
+    plain = render_demonstration(tokenizer, record)
+    assert sum(conversation.loss_mask) == sum(plain.loss_mask)
+    assert "nope.py" in tokenizer.decode(conversation.token_ids)
+    assert without_untrained_turns(shown) == record
 
 
 def test_a_checkpoint_is_read_with_the_tokenizer_saved_beside_it(tmp_path):
@@ -122,7 +143,15 @@ def test_data_order_resumes_from_its_position():
         ("{not json", r"demos\.jsonl:2: not valid JSON"),
         ('{"messages": []}', r"demos\.jsonl:2: expected an object with a non-empty 'messages' list"),
         ('{"messages": [{"role": "bot", "content": "x"}]}', r":2: messages\[0\]: needs a 'role'"),
-        ('{"messages": [{"role": "user", "content": "x"}]}', r":2: no assistant message"),
+        ('{"messages": [{"role": "user", "content": "x"}]}', r":2: no trained assistant message"),
+        (
+            '{"messages": [{"role": "assistant", "content": "x", "train": false}]}',
+            r":2: no trained assistant message",
+        ),
+        (
+            '{"messages": [{"role": "assistant", "content": "x", "train": 0}]}',
+            r"'train' must be true or false",
+        ),
         (
             '{"messages": [{"role": "assistant", "tool_calls": [{"arguments": {}}]}]}',
             r":2: messages\[0\]: every tool call needs a 'name'",

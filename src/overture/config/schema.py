@@ -459,6 +459,14 @@ class TasksConfig(Section):
         "read_file listed, from the def line), written out as fixed; a run whose rewrite does not "
         "solve the task (a turn cut off) is run again on the changed lines",
     )
+    oracle_refusals: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the oracle's demonstrations (drawn per task from the seed) that first "
+        "make their edit with one line cut short, are refused by the tools (the file would not "
+        "compile), and make it again: the refused turn shown, not trained on",
+    )
 
 
 class AgentConfig(Section):

@@ -89,6 +89,8 @@ def call_argument_accuracy(
             turns = [turn for turn in conversation.turns if turn.role == "assistant"]
             messages = [message for message in record["messages"] if message["role"] == "assistant"]
             for turn, message in zip(turns, messages, strict=True):
+                if not message.get("train", True):  # shown, not taught: nothing to score
+                    continue
                 calls = [ToolCall(c["name"], c.get("arguments", {})) for c in message.get("tool_calls", [])]
                 content = message.get("content", "")
                 end = _score_turn(tokenizer, turn.body_start, content, calls, correct, counts)

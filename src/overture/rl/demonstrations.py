@@ -7,8 +7,10 @@ One demonstration per line, a JSON object with a `messages` list in chat order:
     {"role": "assistant", "content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]}
     {"role": "tool", "content": "..."}     consecutive tool messages form one turn of results
 
+An assistant message with `"train": false` is context, not a target: a turn the model sees
+(e.g. an edit the tools refuse, which the next turn writes again) but is not taught to write.
 Each is rendered through `overture.text.Conversation`, so its tokens are exactly what the
-agent loop produces and the assistant bodies are the only tokens with loss mask 1.
+agent loop produces and the trained assistant bodies are the only tokens with loss mask 1.
 `synthetic_demonstrations` makes a small tool-use set (read a file, report its line count)
 for the tiny model, used when `sft.data` is unset and by the tests.
 """
@@ -63,18 +65,20 @@ def demonstration_problem(record: Any) -> str | None:
             return f"{where}: needs a 'role' of {', '.join(ROLES)}"
         if not isinstance(message.get("content", ""), str):
             return f"{where}: 'content' must be a string"
+        if not isinstance(message.get("train", True), bool):
+            return f"{where}: 'train' must be true or false"
         for call in message.get("tool_calls", []):
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                 return f"{where}: every tool call needs a 'name'"
             if not isinstance(call.get("arguments", {}), dict):
                 return f"{where}: tool call arguments must be an object"
-    if not any(m["role"] == "assistant" for m in messages):
-        return "no assistant message (nothing to learn from)"
+    if not any(m["role"] == "assistant" and m.get("train", True) for m in messages):
+        return "no trained assistant message (nothing to learn from)"
     return None
 
 
 def render_demonstration(tokenizer: Tokenizer, record: dict[str, Any]) -> Conversation:
-    """The demonstration as a token-level conversation (assistant bodies carry loss mask 1)."""
+    """The demonstration as a token-level conversation (trained assistant bodies carry loss mask 1)."""
     conversation = Conversation(tokenizer)
     pending_results: list[str] = []
     for message in record["messages"]:
@@ -91,7 +95,7 @@ def render_demonstration(tokenizer: Tokenizer, record: dict[str, Any]) -> Conver
             conversation.add_user(content)
         else:
             calls = [ToolCall(c["name"], c.get("arguments", {})) for c in message.get("tool_calls", [])]
-            conversation.add_assistant(content, calls)
+            conversation.add_assistant(content, calls, trained=message.get("train", True))
     if pending_results:
         conversation.add_tool_responses(pending_results)
     return conversation
@@ -100,6 +104,21 @@ def render_demonstration(tokenizer: Tokenizer, record: dict[str, Any]) -> Conver
 def without_system(record: dict[str, Any]) -> dict[str, Any]:
     """The record with its system messages left out (the conversation from the user's task on)."""
     return {**record, "messages": [m for m in record["messages"] if m.get("role") != "system"]}
+
+
+def without_untrained_turns(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without its untrained assistant messages and the tool results that answered
+    them: the demonstration as if those turns had not happened (for uses that would otherwise
+    learn every token, or read every call, of them)."""
+    messages, skipping = [], False
+    for message in record["messages"]:
+        if message["role"] == "assistant":
+            skipping = not message.get("train", True)
+        elif message["role"] != "tool":
+            skipping = False
+        if not skipping:
+            messages.append(message)
+    return {**record, "messages": messages}
 
 
 def demonstration_samples(

@@ -151,13 +151,20 @@ class Conversation:
         content: str,
         calls: Sequence[ToolCall] = (),
         version: int = 0,
+        trained: bool = True,
     ) -> None:
         """Append a whole assistant turn from known text (e.g. supervised data).
 
-        The body, `<|im_end|>` included, counts as the policy's (mask 1, logprob 0.0).
+        The body, `<|im_end|>` included, counts as the policy's (mask 1, logprob 0.0); with
+        `trained` False it is context only (mask 0): a turn to show but not to learn to write,
+        such as a demonstration's edit that the tools refuse before the right one.
         """
         self.begin_assistant()
-        self.add_policy_tokens(self._piece_ids(assistant_body_pieces(content, calls)), version=version)
+        body = self._piece_ids(assistant_body_pieces(content, calls))
+        if trained:
+            self.add_policy_tokens(body, version=version)
+        else:
+            self._append_template(body)
         self.end_assistant()
 
     def assistant_text(self, turn: int = -1) -> str:
