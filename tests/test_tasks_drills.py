@@ -38,9 +38,7 @@ def _read_and_fix(record):
         i for i, m in enumerate(messages) if any(c["name"] == "read_file" for c in m.get("tool_calls", []))
     ]
     listing = messages[read_at + 1]["content"]  # the read is the turn's first call
-    (fix,) = [
-        c["arguments"] for m in messages for c in m.get("tool_calls", []) if c["name"] == "edit_lines"
-    ]
+    (fix,) = [c["arguments"] for m in messages for c in m.get("tool_calls", []) if c["name"] == "edit_lines"]
     return messages[read_at]["tool_calls"][0]["arguments"], listing, fix
 
 
@@ -111,3 +109,17 @@ def test_listings_that_are_not_whole_give_no_drills(numbers_tasks):
         ]
     }
     assert edit_drills(no_edit) == []
+
+
+def test_an_edit_shown_only_to_be_refused_is_no_fix_to_drill(numbers_tasks):
+    (record,) = _demonstrations(numbers_tasks[:1], "functions")
+    messages = record["messages"]
+    (edit_at,) = [
+        i for i, m in enumerate(messages) if any(c["name"] == "edit_lines" for c in m.get("tool_calls", []))
+    ]
+    refused = copy.deepcopy(messages[edit_at])
+    refused["tool_calls"][0]["arguments"]["new_string"] = "def broken(:\n"
+    refused["train"] = False
+    reply = {"role": "tool", "content": "Error: edit_lines: edit not applied, the file is unchanged"}
+    shown = {**record, "messages": [*messages[:edit_at], refused, reply, *messages[edit_at:]]}
+    assert edit_drills(shown) == edit_drills(record) != []

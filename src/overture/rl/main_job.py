@@ -346,8 +346,8 @@ class MainJob:
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
         records, held_out = self._sft_split(demos)
-        # Every token of a warm-up document is trained on, and drills copy the demonstrations'
-        # edits: neither may see an edit shown only to be refused.
+        # Every token of a warm-up document is trained on: none may be of an edit shown only to
+        # be refused.
         records = [without_untrained_turns(record) for record in records]
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]

@@ -76,7 +76,9 @@ def _call_turn(content: str, name: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 def _calls(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    if message.get("role") != "assistant":
+    """The calls of `name` in a trained assistant message (an untrained one, such as an edit shown
+    only to be refused, is no fix to drill)."""
+    if message.get("role") != "assistant" or not message.get("train", True):
         return []
     return [call for call in message.get("tool_calls") or [] if call.get("name") == name]
 
