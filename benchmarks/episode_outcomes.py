@@ -49,10 +49,17 @@ NAMES_AN_EDIT = re.compile(r'"name":\s*"(?:' + "|".join(sorted(EDIT_TOOLS)) + ')
 COLLECTION_FAILED = "exit code 2"  # in the grader's reason when pytest could not collect the tests
 
 
+def resolved(episode: dict[str, Any]) -> bool:
+    return episode["reward_info"].get("resolution") == "resolved"
+
+
+def edit_calls(episode: dict[str, Any]) -> list[dict[str, Any]]:
+    return [call for turn in episode["turns"] for call in turn["calls"] if call["name"] in EDIT_TOOLS]
+
+
 def outcome(episode: dict[str, Any]) -> str:
-    calls = [call for turn in episode["turns"] for call in turn["calls"]]
-    edits = [call for call in calls if call["name"] in EDIT_TOOLS]
-    if episode["reward_info"].get("resolution") == "resolved":
+    edits = edit_calls(episode)
+    if resolved(episode):
         return "resolved"
     if any(not call["error"] for call in edits):
         reason = str(episode["reward_info"].get("reason", ""))
@@ -67,7 +74,7 @@ def outcome(episode: dict[str, Any]) -> str:
 
 def after_a_refusal(episode: dict[str, Any]) -> dict[str, bool] | None:
     """What an episode with a refused edit did after its first refusal (None: it had none)."""
-    edits = [call for turn in episode["turns"] for call in turn["calls"] if call["name"] in EDIT_TOOLS]
+    edits = edit_calls(episode)
     first = next((i for i, call in enumerate(edits) if refused_as_invalid_python(call)), None)
     if first is None:
         return None
@@ -75,7 +82,7 @@ def after_a_refusal(episode: dict[str, Any]) -> dict[str, bool] | None:
     return {
         "edited_again": bool(later),
         "applied_later": any(not call["error"] for call in later),
-        "resolved": episode["reward_info"].get("resolution") == "resolved",
+        "resolved": resolved(episode),
     }
 
 
@@ -85,8 +92,7 @@ def summarize(path: Path) -> dict[str, Any]:
     refusals = [each for each in map(after_a_refusal, episodes) if each is not None]
     turns = {"resolved": Counter(), "failed": Counter()}
     for episode in episodes:
-        solved = episode["reward_info"].get("resolution") == "resolved"
-        turns["resolved" if solved else "failed"][len(episode["turns"])] += 1
+        turns["resolved" if resolved(episode) else "failed"][len(episode["turns"])] += 1
     return {
         "episodes": len(episodes),
         "outcomes": {name: outcomes[name] for name in OUTCOMES},

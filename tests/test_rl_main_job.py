@@ -171,6 +171,16 @@ def test_the_warmup_keeps_the_demonstrations_system_message_once():
     assert len(demonstrations[1]["messages"]) == 3  # the caller's records are left whole
 
 
+def test_the_warmup_leaves_out_turns_a_demonstration_does_not_train_on():
+    tokenizer = Tokenizer.train(["You are an agent.\nfix it\nok\nbroken"] * 4, vocab_size=300)
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "fix it"}]
+    answer = {"role": "assistant", "content": "ok"}
+    refused = [{"role": "assistant", "content": "broken", "train": False}, {"role": "tool", "content": "no"}]
+    shown = {"messages": [*messages, *refused, answer]}
+    (document,) = lm_warmup_documents(tokenizer, [shown], [])
+    assert document == render_demonstration(tokenizer, {"messages": [*messages, answer]}).token_ids
+
+
 def test_the_make_train_config_is_a_whole_main_job():
     config = load_config(REPO / "configs" / "tiny.toml")
     check_job_config(config, make_tasks(config.tasks.train_size, 0))

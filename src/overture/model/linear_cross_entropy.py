@@ -75,7 +75,8 @@ def linear_cross_entropy(
         raise ValueError(f"targets {tuple(targets.shape)} do not match hidden {tuple(hidden.shape)}")
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
-    if targets.numel() and not 0 <= int(targets.min()) <= int(targets.max()) < weight.shape[0]:
-        low, high = int(targets.min()), int(targets.max())
-        raise ValueError(f"targets must be token ids in [0, {weight.shape[0]}), got {low}..{high}")
+    if targets.numel():
+        low, high = (int(bound) for bound in torch.aminmax(targets))
+        if not 0 <= low <= high < weight.shape[0]:
+            raise ValueError(f"targets must be token ids in [0, {weight.shape[0]}), got {low}..{high}")
     return _LinearCrossEntropy.apply(hidden, weight, targets, chunk_rows)

@@ -83,7 +83,7 @@ from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from overture.rl.copying import repeated_span_accuracy, statement_tokens
-from overture.rl.demonstrations import read_demonstrations, without_untrained_turns
+from overture.rl.demonstrations import read_demonstrations
 from overture.rl.evaluation import evaluate
 from overture.rl.job_config import (
     check_job_config,
@@ -346,9 +346,6 @@ class MainJob:
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
         records, held_out = self._sft_split(demos)
-        # Every token of a warm-up document is trained on: none may be of an edit shown only to
-        # be refused.
-        records = [without_untrained_turns(record) for record in records]
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         searches = search_drills(records, self.config.lm_warmup.search_drills, self.config.seed)

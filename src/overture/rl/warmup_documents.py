@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from overture.config import RunConfig
-from overture.rl.demonstrations import render_demonstration, without_system
+from overture.rl.demonstrations import render_demonstration, without_system, without_untrained_turns
 from overture.tasks import REPOS_FOLDER
 from overture.text import Tokenizer
 from overture.text.corpus import package_sources
@@ -23,8 +23,11 @@ def lm_warmup_documents(
 ) -> list[list[int]]:
     """Token ids of the warm-up's conversations: the demonstrations, the system message kept in
     the first only (it is the same in every one, about 1,500 tokens with the tools' schemas: kept
-    in all it would be almost a third of the warm-up's data, learned after a few), then the drills."""
-    kept = demonstrations[:1] + [without_system(record) for record in demonstrations[1:]]
+    in all it would be almost a third of the warm-up's data, learned after a few), then the drills.
+    Every token of a document is trained on, so turns a demonstration shows but does not train on
+    (an edit shown only to be refused) are left out, with the results that answered them."""
+    plain = [without_untrained_turns(record) for record in demonstrations]
+    kept = plain[:1] + [without_system(record) for record in plain[1:]]
     return [render_demonstration(tokenizer, record).token_ids for record in [*kept, *drills]]
 
 
