@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from agent_helpers import call_text, make_repo, tokenizer
 
 from overture.agent import Episode, ScriptedPolicy, Trajectory, scripted_logprob
-from overture.config import AgentConfig, SandboxConfig
+from overture.config import AgentConfig, ConfigError, SandboxConfig
 from overture.sandbox import SandboxPool
 from overture.text import render_tool_responses
 
@@ -109,6 +110,20 @@ def test_edits_refused_because_the_file_would_not_compile_are_counted(repo):
     assert metrics["edits_refused"] == 2  # the two unclosed brackets; the missing old_string is another error
     with_refusal_off, _ = run_episode(repo, ScriptedPolicy(tokenizer(), turns), refuse_syntax_errors=False)
     assert with_refusal_off.metrics["edits_refused"] == 0
+
+
+def test_the_agent_is_given_the_tools_its_config_names_and_no_others(repo):
+    tools = ["edit_lines", "read_file", "finish", "grep"]  # announced in the tool set's own order
+    trajectory, diff = run_episode(repo, ScriptedPolicy(tokenizer(), [EXPLORE, FIX, FINISH]), tools=tools)
+    text = tokenizer().decode(trajectory.token_ids)
+    announced = re.findall(r'\{"type": "function", "function": \{"name": "(\w+)"', text)
+    assert announced == ["read_file", "edit_lines", "grep", "finish"]
+    assert [call["error"] for call in trajectory.turns[0]["calls"]] == ["", ""]
+    refused = trajectory.turns[1]["calls"][0]  # search_replace is a tool, but not this agent's
+    assert refused["error"] == "malformed" and "search_replace" in refused["response"]
+    assert diff == "" and trajectory.status_reason == "finish"
+    with pytest.raises(ConfigError, match=r"agent\.tools: no tool named 'nope'"):
+        run_episode(repo, ScriptedPolicy(tokenizer(), [FINISH]), tools=["read_file", "nope"])
 
 
 def test_a_turn_without_calls_finishes(repo):

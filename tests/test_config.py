@@ -58,6 +58,16 @@ def test_invalid_value_names_the_key(tmp_path):
         load_config(path)
 
 
+def test_agent_tools_is_a_list_of_distinct_names(tmp_path):
+    path = write(tmp_path, '[agent]\ntools = ["grep", "read_file", "grep"]\n')
+    with pytest.raises(ConfigError, match=r"agent\.tools: .*names a tool more than once: grep"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"agent\.tools: .*at least 1"):
+        load_config(write(tmp_path, "[agent]\ntools = []\n"))
+    assert load_config(None, ['agent.tools=["grep", "finish"]']).agent.tools == ["grep", "finish"]
+    assert load_config(None).agent.tools is None  # every tool
+
+
 def test_override_errors_name_the_override():
     with pytest.raises(ConfigError, match=r"--set engine\.temperature: engine\.temperature"):
         load_config(None, ["engine.temperature=-1"])

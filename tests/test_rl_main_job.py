@@ -203,6 +203,8 @@ def test_bad_job_configs_name_the_key(tmp_path):
         check_job_config(smoke_config(tmp_path, "model.max_position_embeddings=1024"))
     with pytest.raises(ConfigError, match=r"tasks\.eval_size"):
         check_job_config(smoke_config(tmp_path, "tasks.eval_size=0"))
+    with pytest.raises(ConfigError, match=r"agent\.tools: no tool named 'edit'"):
+        check_job_config(smoke_config(tmp_path, 'agent.tools=["read_file", "edit"]'))
     # 2 train tasks cannot hold ceil(1.5 x 2) = 3 groups in flight, one task each.
     with pytest.raises(ConfigError, match=r"rl\.batch_groups"):
         check_job_config(smoke_config(tmp_path), make_tasks(2, 0))
@@ -309,7 +311,7 @@ def test_cli_errors_are_clear_and_cost_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke"]  # nothing was built
 
 
-def test_a_run_resumes_only_under_its_own_tasks_tokenizer_and_model(tmp_path):
+def test_a_run_resumes_only_under_its_own_tasks_tokenizer_model_and_tools(tmp_path):
     RunDir(smoke_config(tmp_path, "seed=1")).close()  # a run of seed 1, stopped at once
     saved = (tmp_path / "smoke" / "config.toml").read_text()
     other_seed = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={tmp_path}", "--resume"])
@@ -321,6 +323,9 @@ def test_a_run_resumes_only_under_its_own_tasks_tokenizer_and_model(tmp_path):
     ]
     assert resume_conflicts(smoke_config(tmp_path), smoke_config(tmp_path, "model.hidden_size=32")) == [
         "model.hidden_size: 64 in the run, 32 now"
+    ]
+    assert resume_conflicts(smoke_config(tmp_path), smoke_config(tmp_path, 'agent.tools=["grep"]')) == [
+        "agent.tools: None in the run, ['grep'] now"  # the system turn its demonstrations hold
     ]
     # Later phases' settings may change on resume (more RL steps, another task share).
     later = smoke_config(tmp_path, "rl.steps=5", "rl.task_share=0.5")

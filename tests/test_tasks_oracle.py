@@ -215,6 +215,19 @@ def test_a_run_with_a_failed_call_is_no_demonstration(numbers_task_set, monkeypa
     assert result.why.startswith("an oracle call failed: read_file: ")
 
 
+def test_the_oracle_writes_no_demonstration_that_calls_a_tool_the_agent_lacks(numbers_task_set):
+    _, tasks = numbers_task_set
+    without_terminal = config().model_copy(deep=True)
+    without_terminal.agent.tools = ["read_file", "edit_lines", "grep", "codebase_search", "finish"]
+    (result,) = _solve(tasks[:1], without_terminal)
+    assert (result.solved, result.why) == (False, "the fix calls run_terminal_cmd, not in agent.tools")
+    without_terminal.agent.tools.append("run_terminal_cmd")
+    (result,) = _solve(tasks[:1], without_terminal)
+    assert result.solved
+    announced = [tool["name"] for tool in result.demonstration["messages"][0]["tools"]]
+    assert announced == ["read_file", "edit_lines", "codebase_search", "grep", "run_terminal_cmd", "finish"]
+
+
 def test_check_accepts_valid_tasks_and_names_broken_ones(numbers_task_set):
     _, tasks = numbers_task_set
     assert [r.problems for r in _check(tasks) if not r.ok] == []

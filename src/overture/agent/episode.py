@@ -56,7 +56,7 @@ class Episode:
         self.policy, self.sandbox, self.tokenizer = policy, sandbox, tokenizer
         self.prompt, self.system = prompt, system
         self.config = config or AgentConfig()
-        self.tools = tools or ToolSet()
+        self.tools = tools or ToolSet.for_agent(self.config)
         self.task_id, self.group_id = task_id, group_id
         self.observer = observer
         self.conversation = Conversation(tokenizer)

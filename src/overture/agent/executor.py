@@ -20,6 +20,7 @@ from typing import Any
 from overture.agent.responses import cap_response
 from overture.agent.tools import ALL_TOOLS, Tool, ToolContext, ToolError
 from overture.agent.tools.base import ArgumentError
+from overture.config import AgentConfig, ConfigError
 from overture.sandbox import PathEscape
 from overture.sandbox.files import inside_workspace
 from overture.text import MalformedCall, ParsedTurn, Tokenizer, ToolCall, parse_assistant
@@ -65,6 +66,19 @@ class ToolSet:
 
     def __init__(self, tools: Sequence[Tool] = ALL_TOOLS) -> None:
         self.tools = {tool.name: tool for tool in tools}
+
+    @classmethod
+    def for_agent(cls, config: AgentConfig) -> ToolSet:
+        """The tools `config.tools` names, in the order of `ALL_TOOLS`; every tool when unset.
+        A name that is no tool is a `ConfigError`."""
+        if config.tools is None:
+            return cls()
+        known = [tool.name for tool in ALL_TOOLS]
+        unknown = [name for name in config.tools if name not in known]
+        if unknown:
+            named = ", ".join(map(repr, unknown))
+            raise ConfigError(f"agent.tools: no tool named {named} (tools: {', '.join(known)})")
+        return cls([tool for tool in ALL_TOOLS if tool.name in config.tools])
 
     @property
     def names(self) -> list[str]:

@@ -44,7 +44,7 @@ async def run_tool_calls(
     workspace: Path, text: str, config: RunConfig, tokenizer: Tokenizer, with_diff: bool
 ) -> dict[str, Any]:
     """Execute one assistant turn's text in a fresh sandbox over `workspace`, as an episode would."""
-    tools = ToolSet()
+    tools = ToolSet.for_agent(config.agent)
     parsed = tools.parse(text)
     async with SandboxPool(config.sandbox) as pool, pool.sandbox(workspace) as box:
         context = ToolContext(box, config.agent)

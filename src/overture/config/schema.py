@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Section(BaseModel):
@@ -497,6 +497,19 @@ class AgentConfig(Section):
     search_cache_dir: str | None = Field(
         None, description="where chunk embeddings persist between runs; unset = the user cache, '' = nowhere"
     )
+    tools: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="the tools the agent is given (their schemas fill the system turn), by name; unset = all",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_named_once(cls, names: list[str] | None) -> list[str] | None:
+        repeated = sorted({name for name in names or [] if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"names a tool more than once: {', '.join(repeated)}")
+        return names
 
 
 class RuntimeConfig(Section):

@@ -108,7 +108,7 @@ async def evaluate(
         raise ValueError(f"samples must be at least 1, got {samples}")
     if any(k > samples for k in ks):
         raise ValueError(f"pass@k needs k <= samples ({samples}); got k = {max(ks)}")
-    tools = ToolSet()
+    tools = ToolSet.for_agent(config.agent)
     attempts = [(task, index) for task in tasks for index in range(samples)]
     async with SandboxPool(config.sandbox) as pool:
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from overture.agent import ToolSet
 from overture.config import ConfigError, RunConfig
 from overture.model.copy_circuit import check_copy_circuit_shape
 from overture.rl.orchestrator import check_config
@@ -88,6 +89,7 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
             check_copy_circuit_shape(config.model)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    ToolSet.for_agent(config.agent)  # names only tools there are
     if config.tasks.eval_size < 1:
         raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
     practice = config.rl.task_split == "practice"
@@ -110,9 +112,10 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
 
 
 # The settings that decide what a run's finished phases built: its task set and split, its
-# tokenizer, its model. Resumed under other values, a run would mix its demonstrations and
-# checkpoints with another run's tasks; other settings (RL's steps, the engine's) may change.
-RUN_DEFINING = ("seed", "tasks", "tokenizer", "model")
+# tokenizer, its model, the agent's tools (the system turn its demonstrations hold). Resumed under
+# other values, a run would mix its demonstrations and checkpoints with another run's tasks or
+# prompt; other settings (RL's steps, the engine's) may change.
+RUN_DEFINING = ("seed", "tasks", "tokenizer", "model", "agent.tools")
 
 
 def resume_conflicts(saved: RunConfig, config: RunConfig) -> list[str]:
@@ -121,7 +124,10 @@ def resume_conflicts(saved: RunConfig, config: RunConfig) -> list[str]:
     old, new = saved.model_dump(), config.model_dump()
     conflicts = []
     for key in RUN_DEFINING:
-        if isinstance(old[key], dict):
+        section, _, name = key.partition(".")
+        if name:
+            pairs = [(key, old[section][name], new[section][name])]
+        elif isinstance(old[key], dict):
             pairs = [(f"{key}.{name}", value, new[key].get(name)) for name, value in old[key].items()]
         else:
             pairs = [(key, old[key], new[key])]

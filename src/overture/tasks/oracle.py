@@ -278,7 +278,7 @@ async def solve_with_oracle(
     """Run the oracle on one task; whether the graded result is resolved, and why not. With
     `tasks.oracle_edits = "functions"`, a run whose rewrite of the function did not solve the
     task (a turn cut off by `agent.max_new_tokens` or the context) is run again on the changed lines."""
-    tools = tools or ToolSet()
+    tools = tools or ToolSet.for_agent(config.agent)
     whole = config.tasks.oracle_edits == "functions"
     try:
         base = await asyncio.to_thread(starting_base, task)
@@ -312,6 +312,10 @@ async def _run_oracle(
 ) -> OracleResult:
     """One episode of the oracle's turns for `edits` (after the edit `refused`, if given), graded."""
     turns = oracle_turns(task, edits, refused)
+    missing = sorted({call.name for turn in turns for call in turn.calls} - set(tools.names))
+    if missing:
+        why = f"the fix calls {', '.join(missing)}, not in agent.tools"
+        return OracleResult(task.instance_id, False, why)
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
     trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
     resolved = trajectory.reward_info.get("resolution") == "resolved"
@@ -380,7 +384,7 @@ async def solve_all(
     progress: Callable[[OracleResult], None] | None = None,
 ) -> list[OracleResult]:
     """The oracle on every task, `jobs` at a time; results in task order."""
-    tools = ToolSet()
+    tools = ToolSet.for_agent(config.agent)
     return await map_bounded(
         tasks, lambda task: solve_with_oracle(task, pool, tokenizer, config, tools), jobs, progress
     )
