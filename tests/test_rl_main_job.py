@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import load_pretrained
-from overture.rl import main_job
+from overture.rl import main_job, rl_phase
 from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.demonstrations import render_demonstration
 from overture.rl.job_config import (
@@ -35,8 +35,9 @@ from overture.rl.job_config import (
     rl_phase_config,
     sft_phase_config,
 )
+from overture.rl.job_state import JobState
 from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, practice_tasks, split_tasks
-from overture.rl.main_job import JobState, _drop_records_after, train
+from overture.rl.main_job import _drop_records_after, train
 from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import RunDir, read_metrics
 from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
@@ -284,6 +285,14 @@ def test_job_state_survives_a_reopen_and_a_fresh_run_forgets_it(tmp_path):
     assert JobState(tmp_path, fresh=True).get("sft") is None
 
 
+def test_a_resumed_phase_adds_its_seconds_to_the_first_runs(tmp_path):
+    JobState(tmp_path, fresh=True).add_seconds("rl", 10.04)
+    reopened = JobState(tmp_path, fresh=False)
+    reopened.add_seconds("rl", 2.5)
+    reopened.add_seconds("sft", 1.0)
+    assert JobState(tmp_path, fresh=False).get("seconds") == {"rl": 12.5, "sft": 1.0}
+
+
 def test_records_of_lost_rl_steps_are_dropped_on_resume(tmp_path):
     records = [
         {"step": 0, "phase": "eval", "when": "before"},
@@ -448,19 +457,19 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
         raise AssertionError("a resumed job scored the demonstrations again: it deals the tasks it chose")
 
     monkeypatch.setattr(main_job, "load_tokenizer", rederived)
-    monkeypatch.setattr(main_job, "demonstration_losses", rescored)
+    monkeypatch.setattr(rl_phase, "demonstration_losses", rescored)
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
     checkpoint_state = json.loads((run / "checkpoints" / "step-00000001" / "state.json").read_text())
     saved_queue = checkpoint_state["extra"]["task_queue"]
     restored_queues, dealt = [], []
 
-    class RecordingOrchestrator(main_job.Orchestrator):
+    class RecordingOrchestrator(rl_phase.Orchestrator):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             restored_queues.append(args[5] if len(args) > 5 else kwargs.get("task_queue"))
             dealt.append([task.instance_id for task in args[1]])
 
-    monkeypatch.setattr(main_job, "Orchestrator", RecordingOrchestrator)
+    monkeypatch.setattr(rl_phase, "Orchestrator", RecordingOrchestrator)
     sft_records = len(read_metrics(run / "sft"))
     # As if step 2 had been logged when the process was killed, before its checkpoint.
     lost = {**read_metrics(run)[-1], "step": 2, "lost": True}

@@ -29,9 +29,9 @@ Phases, each calling the component that owns it:
    `rl.task_share` < 1, the share of train tasks RL deals, those whose demonstrations that
    checkpoint finds likeliest (`overture.rl.task_pool`), or with `rl.task_split = "practice"`
    the held-out tasks the evaluations leave out (`job_tasks.practice_tasks`) instead of the
-   train tasks; RL with the `Orchestrator` in the mode
-   the `[rl]` section gives, a training checkpoint every `training.checkpoint_every` steps (and
-   after the last), then the same evaluation again with the same sampling settings;
+   train tasks; RL (`overture.rl.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
+   section gives, a training checkpoint every `training.checkpoint_every` steps (and after the
+   last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
@@ -68,9 +68,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +79,7 @@ from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.call_accuracy import call_argument_accuracy
-from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from overture.rl.checkpoints import latest_checkpoint, load_checkpoint
 from overture.rl.copying import repeated_span_accuracy, statement_tokens
 from overture.rl.demonstrations import read_demonstrations
 from overture.rl.evaluation import evaluate
@@ -94,59 +92,22 @@ from overture.rl.job_config import (
     sft_phase_config,
 )
 from overture.rl.job_display import JobDisplay
+from overture.rl.job_state import JobState
 from overture.rl.job_tasks import load_task_set, practice_tasks, split_tasks, write_oracle_demonstrations
-from overture.rl.orchestrator import (
-    LocalEngine,
-    LocalTrainer,
-    Orchestrator,
-    StepReport,
-    local_rollouts,
-)
+from overture.rl.orchestrator import LocalEngine
 from overture.rl.pretrain import pretrain
-from overture.rl.ray_actors import ray_rl_runtime
+from overture.rl.rl_phase import RL_COUNTS, RLPhase, rl_totals
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import load_tokenizer
 from overture.rl.sft import sft, split_held_out
-from overture.rl.task_pool import demonstration_losses, likeliest_tasks
 from overture.rl.trainer import Trainer
 from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
-from overture.sandbox import SandboxPool
 from overture.tasks import Task
 from overture.tasks.drills import edit_drills
 from overture.tasks.search_drills import search_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 from overture.text.tokenizer import TOKENIZER_FILE
-
-STATE_FILE = "job_state.json"
-# The RL phase's step-report counts summed over its steps (and kept across --resume).
-RL_COUNTS = (
-    "episodes_aborted",
-    "episodes_resumed",
-    "groups_dropped_stale",
-    "groups_left_out",
-    "tokens_generated",
-)
-
-
-class JobState:
-    """The finished phases of a run and their results, saved after each one (`job_state.json`)."""
-
-    def __init__(self, path: Path, fresh: bool) -> None:
-        self.path = path / STATE_FILE
-        self.data: dict[str, Any] = (
-            {} if fresh or not self.path.is_file() else json.loads(self.path.read_text())
-        )
-
-    def get(self, key: str) -> Any:
-        return self.data.get(key)
-
-    def record(self, key: str, value: Any) -> Any:
-        self.data[key] = value
-        partial = self.path.with_name(f".{self.path.name}.partial")
-        partial.write_text(json.dumps(self.data))
-        os.replace(partial, self.path)
-        return value
 
 
 def _drop_records_after(run_path: Path, step: int) -> None:
@@ -189,7 +150,6 @@ class MainJob:
             _drop_records_after(Path(config.output_dir) / config.name, self._batches_in(restored))
         self.run_dir = RunDir(config, overwrite=overwrite, resume=resume)
         self.state = JobState(self.run_dir.path, fresh=not resume)
-        self.seconds: dict[str, float] = dict(self.state.get("seconds") or {})
 
     @staticmethod
     def _batches_in(checkpoint: Path | None) -> int:
@@ -198,8 +158,7 @@ class MainJob:
         return json.loads((checkpoint / "state.json").read_text())["extra"]["batches"]
 
     def _timed(self, phase: str, began: float) -> None:
-        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.time() - began, 1)
-        self.state.record("seconds", self.seconds)
+        self.state.add_seconds(phase, time.time() - began)
 
     def _tokenizer(self) -> Tokenizer:
         """The job's tokenizer, saved in the run directory when the job starts and read back from
@@ -244,11 +203,11 @@ class MainJob:
                          "runtime.ray shards the RL trainer too)")  # fmt: skip
         trainer = Trainer(load_pretrained(weights, dtype=dtype).to(device), rl_phase_config(config))
         restored = latest_checkpoint(self.run_dir.checkpoints) if self.resume else None
-        totals: dict[str, Any] = {}
+        totals = rl_totals({})
         task_queue: dict[str, Any] | None = None
         if restored is not None:
             extra = load_checkpoint(trainer, restored).extra
-            totals, task_queue = extra["totals"], extra.get("task_queue")
+            totals, task_queue = rl_totals(extra["totals"]), extra.get("task_queue")
             display.echo(
                 f"resumed RL from {restored} (step {trainer.step}, version {trainer.policy_version})"
             )
@@ -265,8 +224,9 @@ class MainJob:
                 if restored is not None:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
-            rl_tasks = self._rl_tasks(rl_pool, trainer, tokenizer, restored)
-            totals = self._rl(trainer, engine, rl_tasks, tokenizer, totals, task_queue, weights, restored)
+            rl = RLPhase(config, self.run_dir, self.state, display, self.stop_after)
+            rl_tasks = rl.tasks(rl_pool, trainer, tokenizer, restored)
+            totals = rl.run(trainer, engine, rl_tasks, tokenizer, totals, task_queue, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
@@ -399,189 +359,6 @@ class MainJob:
         self._timed(f"eval_{label}", began)
         return self.state.record(f"eval_{label}", result)
 
-    def _rl_tasks(
-        self, pool: list[Task], trainer: Trainer, tokenizer: Tokenizer, restored: Path | None
-    ) -> list[Task]:
-        """The tasks RL deals of `pool` (the train tasks, or the practice ones of `rl.task_split`):
-        all of them, or with `rl.task_share` < 1 the share of train tasks whose demonstrations
-        `trainer` (still at the SFT weights) finds likeliest (`overture.rl.task_pool`), chosen once
-        and kept in job_state.json, their losses in `RUN/rl_task_losses.jsonl`."""
-        share = self.config.rl.task_share
-        if share >= 1:
-            return pool
-        chosen = self.state.get("rl_tasks")
-        if chosen is None:
-            if restored is not None:
-                raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no record of the tasks RL deals")
-            chosen = self._choose_rl_tasks(pool, trainer, tokenizer, share)
-        by_id = {task.instance_id: task for task in pool}
-        unknown = [task_id for task_id in chosen["ids"] if task_id not in by_id]
-        if unknown:
-            raise RunDirError(
-                f"{self.run_dir.path}: job_state.json's RL tasks include {len(unknown)} that are not "
-                f"train tasks of this run (first: {unknown[0]!r})"
-            )
-        return [by_id[task_id] for task_id in chosen["ids"]]
-
-    def _choose_rl_tasks(
-        self, train_tasks: list[Task], trainer: Trainer, tokenizer: Tokenizer, share: float
-    ) -> dict[str, Any]:
-        self.display.phase(f"RL tasks: the {share:g} the SFT checkpoint finds likeliest")
-        began = time.time()
-        records = read_demonstrations(self.run_dir.path / "demonstrations.jsonl")
-        with self.display.counting("scoring demonstrations", len(records)) as advance:
-            losses = demonstration_losses(trainer, tokenizer, records, advance)
-        kept = likeliest_tasks(train_tasks, losses, share)
-        kept_ids = {task.instance_id for task in kept}
-        ranked = sorted(losses.items(), key=lambda item: item[1])
-        rows = [{"task_id": task_id, "loss": loss, "kept": task_id in kept_ids} for task_id, loss in ranked]
-        write_jsonl(self.run_dir.path / "rl_task_losses.jsonl", rows)
-        scored = [losses[i] for i in kept_ids if i in losses]
-        max_loss = max(scored, default=None)
-        chosen = {
-            "share": share,
-            "tasks": len(kept),
-            "of": len(train_tasks),
-            "functions": len({task.function for task in kept}),
-            "max_loss": max_loss,
-            "ids": [task.instance_id for task in kept],
-        }
-        bound = f"demonstration loss up to {max_loss:.4f} per trained token" if scored else "none scored"
-        dealt = f"RL deals {len(kept)} of {len(train_tasks)} train tasks ({chosen['functions']} functions)"
-        self.display.echo(f"{dealt}; {bound}")
-        self._timed("rl_tasks", began)
-        return self.state.record("rl_tasks", chosen)
-
-    def _rl(
-        self,
-        trainer: Trainer,
-        engine: Engine,
-        train_tasks: list[Task],
-        tokenizer: Tokenizer,
-        totals: dict[str, Any],
-        task_queue: dict[str, Any] | None,
-        weights: Path,
-        restored: Path | None,
-    ) -> dict[str, Any]:
-        """The RL steps left; `task_queue` is the restored checkpoint's queue state; `weights`
-        and `restored` are where `trainer` came from (Ray actors rebuild it from them)."""
-        config = self.config
-        totals = {
-            "batches": 0,
-            "optimizer_steps": 0,
-            "rewards": [],
-            "max_staleness": 0,
-            **dict.fromkeys(RL_COUNTS, 0),
-            **totals,
-        }
-        done = totals["batches"]
-        left = config.rl.steps - done
-        if self.stop_after is not None:
-            left = min(left, self.stop_after - done)
-        if left <= 0:
-            return totals
-        self.display.phase(f"RL ({rl_mode(config)}, {config.rl.steps} steps)")
-        began = time.time()
-        with self.display.rl_steps(config.rl.steps, done) as show:
-
-            def recorder(save: Callable[[dict[str, Any]], Any], optimizer_steps: Callable[[], int]):
-                def on_step(report: StepReport) -> None:
-                    number = done + report.step
-                    self._record_step(number, report, totals, optimizer_steps(), save)
-                    show(number, report)
-
-                return on_step
-
-            if config.runtime.uses_ray:
-                run = self._orchestrate_on_ray(
-                    trainer.config, weights, restored, train_tasks, task_queue, tokenizer, left, recorder
-                )
-                asyncio.run(run)
-                # The trainer actor's newest checkpoint hands its weights back to this process.
-                load_checkpoint(trainer, latest_checkpoint(self.run_dir.checkpoints))
-                engine.update_weights(trainer.export_weights(), trainer.policy_version)
-            else:
-                keep = self.config.training.keep_checkpoints
-                on_step = recorder(
-                    lambda extra: save_checkpoint(trainer, self.run_dir.checkpoints, {}, extra, keep),
-                    lambda: trainer.step,
-                )
-                asyncio.run(
-                    self._orchestrate(trainer, engine, train_tasks, task_queue, tokenizer, left, on_step)
-                )
-        self._timed("rl", began)
-        return totals
-
-    async def _orchestrate(
-        self,
-        trainer: Trainer,
-        engine: Engine,
-        train_tasks: list[Task],
-        task_queue: dict[str, Any] | None,
-        tokenizer: Tokenizer,
-        steps: int,
-        on_step: Callable[[StepReport], None],
-    ) -> None:
-        rl_config = trainer.config
-        async with SandboxPool(rl_config.sandbox) as pool:
-            # The engine serves the evaluations too: RL's sampling temperature goes with each request.
-            handle = LocalEngine(engine, temperature=rl_config.engine.temperature)
-            rollouts = local_rollouts(rl_config, handle, pool, tokenizer)
-            orchestrator = Orchestrator(
-                rl_config, train_tasks, handle, LocalTrainer(trainer), rollouts, task_queue
-            )
-            await orchestrator.run(steps, on_step)
-
-    async def _orchestrate_on_ray(
-        self,
-        rl_config: RunConfig,
-        weights: Path,
-        restored: Path | None,
-        train_tasks: list[Task],
-        task_queue: dict[str, Any] | None,
-        tokenizer: Tokenizer,
-        steps: int,
-        recorder: Callable[..., Callable[[StepReport], None]],
-    ) -> None:
-        keep = self.config.training.keep_checkpoints
-        async with ray_rl_runtime(rl_config, weights, tokenizer, restored) as ray_rl:
-            remote = ray_rl.trainer
-            on_step = recorder(
-                lambda extra: remote.save_checkpoint(self.run_dir.checkpoints, extra, keep),
-                lambda: remote.step,
-            )
-            orchestrator = Orchestrator(
-                rl_config, train_tasks, ray_rl.engine, remote, ray_rl.rollouts, task_queue
-            )
-            await orchestrator.run(steps, on_step)
-
-    def _record_step(
-        self,
-        number: int,
-        report: StepReport,
-        totals: dict[str, Any],
-        optimizer_steps: int,
-        save: Callable[[dict[str, Any]], Any],
-    ) -> None:
-        """Log one RL step, write its trajectories, fold it into the totals, checkpoint when due
-        (`save` writes a training checkpoint holding the given extra state)."""
-        record = report.to_dict()
-        del record["step"]
-        record.update({f"train_{k}": v for k, v in record.pop("train_metrics").items()})
-        record["tokens_per_s"] = report.tokens_per_s
-        self.run_dir.log(number, phase="rl", **record)
-        name = f"rl-step-{number:06d}.jsonl"
-        write_jsonl(self.run_dir.path / "trajectories" / name, [t.to_dict() for t in report.trajectories])
-        totals["batches"] = number
-        totals["optimizer_steps"] = optimizer_steps
-        totals["rewards"].append(report.sampled_reward_mean)  # the batch's, unless groups were left out
-        totals["max_staleness"] = max(totals["max_staleness"], max(report.staleness, default=0))
-        for key in RL_COUNTS:
-            totals[key] += getattr(report, key)
-        every = self.config.training.checkpoint_every
-        if (every and number % every == 0) or number == self.config.rl.steps or number == self.stop_after:
-            save({"batches": number, "totals": totals, "task_queue": report.task_queue})
-
     # ------------------------------------------------------------------ endings
 
     def _interrupted(self, totals: dict[str, Any]) -> dict[str, Any]:
@@ -641,7 +418,7 @@ class MainJob:
                 **{key: totals[key] for key in ("max_staleness", *RL_COUNTS)},
             },
             "final_checkpoint": str(final),
-            "phase_seconds": self.seconds,
+            "phase_seconds": self.state.get("seconds") or {},
             "wall_s": round(time.time() - self.started, 1),
         }
 
