@@ -224,6 +224,7 @@ def mode_figures(mode: str, config: RunConfig, reports: list[StepReport], wall: 
         # over every group sampled, the one to compare between modes.
         "sampled_reward_mean": step_mean("sampled_reward_mean"),
         "groups_left_out": sum(r.groups_left_out for r in reports),
+        "groups_left_out_resolved": sum(r.groups_left_out_resolved for r in reports),
         "resolved_share_mean": step_mean("resolved_share"),
         "tokens_generated": generated,
         "tokens_trained": int(policy_tokens),

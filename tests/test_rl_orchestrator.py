@@ -276,6 +276,7 @@ class ScriptedGroup:
         group = [trajectory_with_versions(made) for _ in range(2)]
         for trajectory, reward in zip(group, self.rewards, strict=True):
             trajectory.reward, trajectory.group_id = reward, self.group_id
+            trajectory.metrics["resolved"] = reward == 1.0
         return group
 
 
@@ -344,7 +345,8 @@ def rewards_trained(trainer: CountingTrainer) -> list[list[float]]:
 
 def test_dynamic_sampling_leaves_zero_signal_groups_out_and_starts_others_in_their_place(numbers_tasks):
     # Sync, B = 1: one group at a time. All-failed and all-solved groups stay out of the batch;
-    # each gives its place to the next group, and the report counts them and their rewards.
+    # each gives its place to the next group, and the report counts them, the all-solved ones
+    # among them, and their rewards.
     config = run_config(staleness=0, overprovision=1.0, batch_groups=1, dynamic_sampling=True)
     engine, trainer = CountingEngine(), CountingTrainer()
     rewards = [(0.0, 0.0), (1.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 0.0), (0.0, 0.0)]
@@ -352,6 +354,7 @@ def test_dynamic_sampling_leaves_zero_signal_groups_out_and_starts_others_in_the
     reports = asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(2))
     assert rewards_trained(trainer) == [[0.0, 1.0], [1.0, 0.0]]
     assert [r.groups_left_out for r in reports] == [2, 1]
+    assert [r.groups_left_out_resolved for r in reports] == [1, 0]
     assert [r.reward_mean for r in reports] == [0.5, 0.5]
     assert [r.sampled_reward_mean for r in reports] == [3 / 6, 1 / 4]
     assert [r.version for r in reports] == [1, 2]

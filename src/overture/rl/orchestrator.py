@@ -169,7 +169,9 @@ class StepReport:
     Counts (`groups_dropped_stale`, `episodes_*`, `requests_resent`, `tokens_generated`,
     `generation_idle_s`, `wall_s`, `groups_left_out`) cover the time since the previous report;
     `requests_resent` counts generation requests sent again because the engine's process died
-    (Ray only); `groups_left_out` counts zero-signal groups dynamic sampling kept out of batches.
+    (Ray only); `groups_left_out` counts zero-signal groups dynamic sampling kept out of batches,
+    `groups_left_out_resolved` those of them whose every episode resolved its task (the rest
+    failed every time): which kind of task the sampling spent itself on.
     `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
     which is the policy's reward on what it sampled. `task_queue` is the train-task queue's
     state after the step (`TaskQueue.state`), for checkpoints; `to_dict` leaves it out.
@@ -195,6 +197,7 @@ class StepReport:
     wall_s: float
     requests_resent: int = 0
     groups_left_out: int = 0
+    groups_left_out_resolved: int = 0
     sampled_reward_mean: float = 0.0
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
@@ -282,6 +285,7 @@ class Orchestrator:
         self._dropped = 0
         self._left_out_of_batch = 0  # zero-signal groups left out while this batch gathers
         self._left_out_rewards: list[float] = []  # their rewards, since the last report
+        self._left_out_resolved = 0  # of those groups, the ones that resolved every episode
         self._group_ids = 0
         self._changed = asyncio.Event()
         self._error: BaseException | None = None
@@ -409,6 +413,7 @@ class Orchestrator:
             return False
         self._left_out_of_batch += 1
         self._left_out_rewards.extend(rewards)
+        self._left_out_resolved += all(t.metrics.get("resolved") for t in trajectories)
         return True
 
     def _drop_stale(self) -> None:
@@ -452,6 +457,7 @@ class Orchestrator:
         off_policy = sum(1 for vs in versions for v in vs if v < trained_under)
         dropped, self._dropped = self._dropped, 0
         left_out, self._left_out_rewards = self._left_out_rewards, []
+        left_out_resolved, self._left_out_resolved = self._left_out_resolved, 0
         sampled = [t.reward for t in trajectories] + left_out
         return StepReport(
             step=step,
@@ -467,6 +473,7 @@ class Orchestrator:
             episodes_failed=int(counts["failed"]),
             requests_resent=int(counts.get("requests_resent", 0)),
             groups_left_out=len(left_out) // self.config.rl.group_size,
+            groups_left_out_resolved=left_out_resolved,
             sampled_reward_mean=sum(sampled) / len(sampled),
             multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),
             generation_idle_s=round(counts["idle_s"], 6),

@@ -36,6 +36,7 @@ RL_COUNTS = (
     "episodes_resumed",
     "groups_dropped_stale",
     "groups_left_out",
+    "groups_left_out_resolved",
     "tokens_generated",
 )
 
