@@ -59,6 +59,7 @@ def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
     assert report.pass_at == {1: pytest.approx(0.5), 2: pytest.approx(2 / 3)}
     assert report.pass1_by_repo == {"q": 1.0, "r": 0.25}
     assert report.resolved == {"a": 1, "b": 0, "c": 2}
+    assert report.times_resolved == {0: 1, 1: 1, 2: 1}
     assert report.metrics["turns"] == 5.0
     assert report.metrics["edited"] == 0.5 and report.metrics["edits_applied"] == 0.5
     assert report.metrics["read_fix_lines"] == pytest.approx(1 / 6) and report.metrics["edited_fix_file"] == 0
@@ -81,6 +82,7 @@ def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["tasks"] == 2 and summary["samples"] == 2
     assert set(summary["pass_at"]) == {"pass@1", "pass@2"}
+    assert set(summary["times_resolved"]) == {"0", "1", "2"} and sum(summary["times_resolved"].values()) == 2
     assert sum(summary["statuses"].values()) == 4
     episodes = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(episodes) == 4

@@ -46,6 +46,10 @@ class EvalReport:
     # pass@1 of each repository's tasks: a held-out repository (unseen code) and the held-out
     # functions of trained-on repositories (new bugs in seen code) are different questions.
     pass1_by_repo: dict[str, float] = field(default_factory=dict)
+    # Tasks by how many of their `samples` attempts resolved them (0..samples). Those between 0
+    # and `samples` are what sharpening can still turn: made reliable, they would lift pass@1 to
+    # the share resolved at least once (pass@samples), and no further.
+    times_resolved: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         summary = asdict(self)
@@ -84,7 +88,12 @@ def summarize(
     for task in tasks:
         by_repo.setdefault(task.repo, []).append(pass_at_k(samples, resolved[task.instance_id], 1))
     pass1_by_repo = {repo: _mean(values) for repo, values in sorted(by_repo.items())}
-    return EvalReport(len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo)
+    times_resolved = {times: 0 for times in range(samples + 1)}
+    for count in resolved.values():
+        times_resolved[count] += 1
+    return EvalReport(
+        len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo, times_resolved
+    )
 
 
 def _mean(values: list[float]) -> float:
