@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from overture.agent import Trajectory
 from overture.cli.main import app
 from overture.model import Transformer, save_pretrained
-from overture.rl.evaluation import pass_at_k, summarize
+from overture.rl.evaluation import pass1_change, pass_at_k, summarize
 from overture.tasks import Task, write_tasks
 
 
@@ -30,6 +30,19 @@ def test_pass_at_k_refuses_impossible_counts():
         pass_at_k(2, 1, 3)
     with pytest.raises(ValueError, match="pass@1"):
         pass_at_k(2, 3, 1)
+
+
+def test_pass1_change_is_paired_by_task():
+    before, after = {"a": 1, "b": 0, "c": 2}, {"a": 2, "b": 0, "c": 2}
+    change, error = pass1_change(before, 2, after, 2)
+    assert change == pytest.approx(1 / 6)
+    assert error == pytest.approx(1 / 6)  # changes 0.5, 0, 0: standard deviation 12 ** -0.5, over 3 ** 0.5
+    # How far apart the tasks are in difficulty adds no error: each moved by the same here.
+    assert pass1_change({"a": 3, "b": 0, "c": 1}, 4, {"a": 4, "b": 1, "c": 2}, 4) == (0.25, 0.0)
+    # Other episode counts on each side compare per-task rates.
+    assert pass1_change({"a": 2, "b": 0}, 4, {"a": 1, "b": 0}, 1)[0] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="1 in one only"):
+        pass1_change({"a": 1, "b": 0}, 1, {"a": 1}, 1)
 
 
 def _trajectory(task_id: str, resolved: bool, turns: int, records: list | None = None) -> Trajectory:

@@ -375,6 +375,8 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     for when in ("eval_before", "eval_after"):
         assert summary[when]["tasks"] == 2 and 0.0 <= summary[when]["pass_at"]["pass@1"] <= 1.0
     assert summary["pass@1_before"] == summary["eval_before"]["pass_at"]["pass@1"]
+    change = summary["pass@1_change"]["change"]
+    assert change == pytest.approx(summary["pass@1_after"] - summary["pass@1_before"])
     # Two async+partial RL steps, within the staleness bound.
     rl = summary["rl"]
     assert rl["mode"] == "async+partial" and rl["steps"] == 2 and rl["optimizer_steps"] == 2

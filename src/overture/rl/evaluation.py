@@ -10,9 +10,10 @@ top-k), so two checkpoints compare fairly only under the same settings.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from math import comb
+from math import comb, sqrt
+from statistics import stdev
 from typing import Any
 
 from overture.agent import Policy, ToolSet, Trajectory
@@ -94,6 +95,22 @@ def summarize(
     return EvalReport(
         len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo, times_resolved
     )
+
+
+def pass1_change(
+    before: Mapping[str, int], before_samples: int, after: Mapping[str, int], after_samples: int
+) -> tuple[float, float]:
+    """The change of pass@1 between two evaluations of the same tasks (`EvalReport.resolved` and
+    `samples` of each), and its standard error paired by task: the standard deviation of the
+    per-task changes over the root of the task count. Pairing takes out how hard each task is,
+    which two independent pass@1s would count as noise; what is left is the sampling of episodes."""
+    if before.keys() != after.keys():
+        only_one = len(before.keys() ^ after.keys())
+        raise ValueError(f"pass@1 change: the evaluations differ in their tasks ({only_one} in one only)")
+    changes = [after[task] / after_samples - before[task] / before_samples for task in before]
+    if len(changes) < 2:
+        return _mean(changes), float("nan")
+    return _mean(changes), stdev(changes) / sqrt(len(changes))
 
 
 def _mean(values: list[float]) -> float:

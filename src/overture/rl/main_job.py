@@ -82,7 +82,7 @@ from overture.rl.call_accuracy import call_argument_accuracy
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint
 from overture.rl.copying import repeated_span_accuracy, statement_tokens
 from overture.rl.demonstrations import read_demonstrations
-from overture.rl.evaluation import evaluate
+from overture.rl.evaluation import evaluate, pass1_change
 from overture.rl.job_config import (
     check_job_config,
     lm_warmup_phase_config,
@@ -383,6 +383,9 @@ class MainJob:
     ) -> dict[str, Any]:
         rewards = totals["rewards"] or [0.0]
         drop = ("resolved",)
+        change, standard_error = pass1_change(
+            before["resolved"], before["samples"], after["resolved"], after["samples"]
+        )
         return {
             "run_dir": str(self.run_dir.path),
             "tasks": tasks,
@@ -409,6 +412,7 @@ class MainJob:
             "eval_after": {k: v for k, v in after.items() if k not in drop},
             "pass@1_before": before["pass_at"]["pass@1"],
             "pass@1_after": after["pass_at"]["pass@1"],
+            "pass@1_change": {"change": change, "standard_error": standard_error},
             "rl": {
                 "mode": rl_mode(self.config),
                 "steps": totals["batches"],
