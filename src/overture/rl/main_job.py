@@ -32,7 +32,8 @@ Phases, each calling the component that owns it:
    train tasks; RL (`overture.rl.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
    section gives, a training checkpoint every `training.checkpoint_every` steps (and after the
    last), then the same evaluation again with the same sampling settings;
-5. the summary (table on the console, JSON returned to the caller).
+5. the summary (table on the console, JSON returned to the caller), with pass@1's change and
+   its standard error paired by task (`evaluation.pass1_change`).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
 run as Ray actors (`overture.rl.ray_actors`), driven by the same orchestrator; the trainer actor
