@@ -99,10 +99,11 @@ class JobDisplay:
         for name, old, new in rows:
             table.add_row(name, f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
         self.console.print(table)
-        change = summary["pass@1_change"]
+        change, samples = summary["pass@1_change"], {before["samples"], after["samples"]}
+        episodes = " and ".join(str(n) for n in sorted(samples))
         self.echo(
             f"pass@1 change {change['change']:+.3f}, standard error {change['standard_error']:.3f} "
-            f"(paired by task, {before['samples']} and {after['samples']} episodes a task)"
+            f"(paired by task; {episodes} episodes a task)"
         )
         rl = summary["rl"]
         self.echo(
