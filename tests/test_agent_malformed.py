@@ -47,7 +47,18 @@ CASES = [
         "arguments",
         "one of 'content'",
     ),
-    ("below minimum", call_text(("read_file", {"path": "README.md", "offset": 0})), "arguments", ">= 1"),
+    (
+        "below minimum",
+        call_text(("read_file", {"path": "README.md", "offset": 0})),
+        "arguments",
+        "must be an integer >= 1, got the number 0",
+    ),
+    (
+        "number for string",
+        call_text(("read_file", {"path": 2.5})),
+        "arguments",
+        "argument 'path' must be a string, got the number 2.5",
+    ),
     ("array items", call_text(("list_dir", {"ignore_globs": [1]})), "arguments", "an array of strings"),
     ("stray close", "</tool_call>", "malformed", "stray </tool_call>"),
     (

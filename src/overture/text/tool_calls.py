@@ -145,12 +145,12 @@ def call_from_json(body: str, tool_names: Collection[str] | None = None) -> tupl
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc}"
     if not isinstance(data, dict):
-        return None, f'expected a JSON object with "name" and "arguments", got {_json_type(data)}'
+        return None, f'expected a JSON object with "name" and "arguments", got {json_type(data)}'
     if "name" not in data:
         return None, 'missing "name"'
     name = data["name"]
     if not isinstance(name, str) or not name:
-        return None, f'"name" must be a non-empty string, got {_json_type(name)}'
+        return None, f'"name" must be a non-empty string, got {json_type(name)}'
     arguments, reason = _arguments(data)
     if arguments is None:
         return None, reason
@@ -171,18 +171,19 @@ def _arguments(data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         except json.JSONDecodeError as exc:
             return None, f'"arguments" is a string that is not valid JSON: {exc}'
     if not isinstance(arguments, dict):
-        return None, f'"arguments" must be a JSON object, got {_json_type(arguments)}'
+        return None, f'"arguments" must be a JSON object, got {json_type(arguments)}'
     return arguments, ""
 
 
-def _json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type."""
+def json_type(value: Any, show_numbers: bool = False) -> str:
+    """The JSON name of a decoded value's type ("a string", "null"...); a number with its value
+    when `show_numbers` ("the number 3")."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
-        return "a number"
+        return f"the number {value!r}" if show_numbers else "a number"
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list):

@@ -16,6 +16,7 @@ from typing import Any
 
 from overture.config import AgentConfig
 from overture.sandbox import Sandbox
+from overture.text.tool_calls import json_type
 
 
 class ToolError(Exception):
@@ -93,7 +94,8 @@ class Tool:
         for name, value in arguments.items():
             spec = properties.get(name)
             if spec is not None and not _fits(value, spec):
-                problems.append(f"argument {name!r} must be {_describe(spec)}, got {_json_type(value)}")
+                got = json_type(value, show_numbers=True)
+                problems.append(f"argument {name!r} must be {_describe(spec)}, got {got}")
         if problems:
             raise ArgumentError(f"{self.name}: " + "; ".join(problems))
         defaults = {k: spec["default"] for k, spec in properties.items() if "default" in spec}
@@ -154,15 +156,3 @@ def _describe(spec: dict[str, Any]) -> str:
     if "minimum" in spec:
         text += f" >= {spec['minimum']}"
     return text
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
