@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -103,8 +104,12 @@ class Sandbox:
         timeout: float | None = None,
         workdir: str = ".",
         stdin: bytes | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> ExecResult:
-        """Run `command` (a shell string, or an argv list) in the sandbox and wait for it."""
+        """Run `command` (a shell string, or an argv list) in the sandbox and wait for it.
+
+        `pass_fds`: host file descriptors the command inherits under the same numbers (a pipe
+        to or from the caller, e.g. grading's report); every other descriptor is closed."""
         if self.closed:
             raise SandboxError(f"sandbox of {self.base}: already closed")
         if not self.workspace.alive:
@@ -126,7 +131,7 @@ class Sandbox:
             *host_argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, cwd=cwd, env=env,
+            start_new_session=True, cwd=cwd, env=env, pass_fds=tuple(pass_fds),
         )  # fmt: skip
         out, err = CappedOutput(self.config.max_output_bytes), CappedOutput(self.config.max_output_bytes)
         readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr), self._feed(proc, stdin))
