@@ -1,8 +1,11 @@
-"""`overture tasks`: synthesize task sets from repositories, re-validate them, solve them with the oracle.
+"""`overture tasks`: synthesize task sets from repositories, re-validate them, solve them with the
+oracle, grade predicted patches.
 
-Each command prints one JSON object on stdout (progress goes to stderr), so scripts can read
-the result: `synth` what it produced, `check` the bad tasks (exit status 1 when there are any),
-`solve --oracle` what was solved and why the rest was not.
+Each command prints JSON on stdout (progress goes to stderr), so scripts can read the result:
+`synth` what it produced, `check` the bad tasks (exit status 1 when there are any), `solve
+--oracle` what was solved and why the rest was not, `grade` one report per prediction in the
+predictions file's order, each printed once every earlier one is, then a summary as the last
+line (exit status 1 when an entry of the predictions file was malformed).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from overture.cli.common import Overrides, console, reports_errors
 from overture.config import load_config
 
-tasks_app = typer.Typer(no_args_is_help=True, help="Verifiable coding tasks: synthesize, check, solve.")
+tasks_app = typer.Typer(
+    no_args_is_help=True, help="Verifiable coding tasks: synthesize, check, solve, grade."
+)
 
 TaskFile = Annotated[Path, typer.Argument(help="JSONL task file")]
 ConfigOption = Annotated[
@@ -169,3 +174,48 @@ def solve(
         "failures": [{"instance_id": r.instance_id, "why": r.why} for r in results if not r.solved],
     }))  # fmt: skip
 
+
+@tasks_app.command("grade")
+@reports_errors
+def grade_predictions_command(
+    task_file: TaskFile,
+    predictions_file: Annotated[
+        Path, typer.Option("--predictions", help="SWE-bench predictions: JSONL, or a list in a .json file")
+    ],
+    out: Annotated[Path | None, typer.Option(help="also write the per-prediction reports (JSONL)")] = None,
+    jobs: Jobs = None,
+    config: ConfigOption = None,
+    set_: Overrides = None,
+) -> None:
+    """Grade each prediction's patch on its task in a fresh sandbox; print a JSON report per
+    prediction, then a summary. Malformed entries are named in the summary and exit with status 1."""
+    from overture.tasks import predictions
+    from overture.tasks.spec import read_tasks, write_jsonl
+
+    tasks = read_tasks(task_file)
+    accepted, malformed = predictions.check_predictions(
+        *predictions.read_predictions(predictions_file), tasks
+    )
+    run_config = load_config(config, set_ or [])
+    reports = []
+    if accepted:
+        print_in_order = predictions.in_input_order(lambda report: typer.echo(json.dumps(report.to_dict())))
+
+        def grade_all(pool, show):
+            def finished(report) -> None:
+                show(report)
+                print_in_order(report)
+
+            return predictions.grade_predictions(
+                accepted, tasks, pool, run_config.tasks, _jobs(jobs), finished
+            )
+
+        reports = _run_on_tasks(
+            run_config.sandbox, "grading", len(accepted), "resolved",
+            lambda report: report.resolution == "resolved", grade_all,
+        )  # fmt: skip
+    if out is not None:
+        write_jsonl(out, [report.to_dict() for report in reports])
+    typer.echo(json.dumps(predictions.summarize(reports, malformed, tasks)))
+    if malformed:
+        raise typer.Exit(1)
