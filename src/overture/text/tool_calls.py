@@ -5,13 +5,16 @@
 unclosed or stray tag) is reported as a `MalformedCall` with a reason the model can read;
 nothing is dropped silently. Blocks are numbered in the order they appear, good and bad
 alike, so that tool responses can be matched to them by position.
+
+A block's JSON is read within bounds (`MAX_CALL_CHARS`, `MAX_JSON_DEPTH`, `MAX_NUMBER_DIGITS`):
+whatever the text, parsing answers with a call or a reason, never an exception.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,10 +143,11 @@ def call_from_json(body: str, tool_names: Collection[str] | None = None) -> tupl
     """
     if not body.strip():
         return None, 'empty tool call: expected {"name": ..., "arguments": {...}}'
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc}"
+    if len(body) > MAX_CALL_CHARS:
+        return None, f"a tool call of {len(body):,} characters; at most {MAX_CALL_CHARS:,} are read"
+    data, reason = load_json(body)
+    if reason:
+        return None, reason
     if not isinstance(data, dict):
         return None, f'expected a JSON object with "name" and "arguments", got {json_type(data)}'
     if "name" not in data:
@@ -166,13 +170,74 @@ def _arguments(data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return None, 'missing "arguments" (use {} for a call without arguments)'
     arguments = data["arguments"]
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return None, f'"arguments" is a string that is not valid JSON: {exc}'
+        arguments, reason = load_json(arguments)
+        if reason:
+            return None, f'"arguments" is a string that is not valid JSON: {reason}'
     if not isinstance(arguments, dict):
         return None, f'"arguments" must be a JSON object, got {json_type(arguments)}'
     return arguments, ""
+
+
+MAX_CALL_CHARS = 1 << 20
+"""Characters of one block's JSON read at most. A turn is a few thousand tokens, so a longer
+block is runaway output; refusing it before parsing bounds the parser's time and memory."""
+
+MAX_JSON_DEPTH = 32
+"""Levels of nesting a call may have (a call with an array argument has three). Deeper values
+would only reach code that walks them recursively (records, trajectories, JSON output)."""
+
+MAX_NUMBER_DIGITS = 1000
+"""Characters of one JSON number read at most. Turning a long digit string into an int takes
+time quadratic in its length (Python refuses past 4300 digits with a ValueError)."""
+
+
+class _NumberTooLong(ValueError):
+    """A JSON number longer than `MAX_NUMBER_DIGITS`; its message is the reason for the model."""
+
+
+def _bounded(convert: Callable[[str], int | float]) -> Callable[[str], int | float]:
+    def parse(text: str) -> int | float:
+        if len(text) > MAX_NUMBER_DIGITS:
+            limit = f"at most {MAX_NUMBER_DIGITS:,} are read"
+            raise _NumberTooLong(f"a number of {len(text):,} characters; {limit}")
+        return convert(text)
+
+    return parse
+
+
+_DECODER = json.JSONDecoder(parse_int=_bounded(int), parse_float=_bounded(float))
+
+
+def load_json(text: str) -> tuple[Any, str]:
+    """`(value, "")` for the JSON in `text`, or `(None, reason)` naming what is wrong: bad syntax,
+    nesting deeper than `MAX_JSON_DEPTH`, or a number longer than `MAX_NUMBER_DIGITS`."""
+    too_deep = f"JSON nested more than {MAX_JSON_DEPTH} levels deep"
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:  # the C decoder recurses once per level: a very deep value ends here
+        return None, too_deep
+    except ValueError as exc:  # bad syntax (JSONDecodeError), a long number, an interpreter's int limit
+        return None, f"invalid JSON: {exc}"
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        return None, too_deep
+    return value, ""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in `value` nest more than `limit` levels (walked without recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+_SHOWN_DIGITS = 30  # a longer integer is named by its length, not printed
 
 
 def json_type(value: Any, show_numbers: bool = False) -> str:
@@ -182,6 +247,8 @@ def json_type(value: Any, show_numbers: bool = False) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, int) and show_numbers and len(digits := str(abs(value))) > _SHOWN_DIGITS:
+        return f"a number of {len(digits)} digits"
     if isinstance(value, int | float):
         return f"the number {value!r}" if show_numbers else "a number"
     if isinstance(value, str):
