@@ -2,14 +2,15 @@
 
 A tool is a `Tool`: a name, a description, JSON-schema parameters (announced to the model in
 the system turn) and an async `run(context, arguments) -> str`. Arguments are checked against
-the schema before `run` (missing, unknown and wrong-typed arguments become an `ArgumentError`
-the model can read). A tool that cannot do what was asked raises `ToolError`; both end up as a
-tool response, never as an exception out of the loop.
+the schema before `run` (missing, unknown and wrong-typed arguments, and strings that are no
+valid text, become an `ArgumentError` the model can read). A tool that cannot do what was asked
+raises `ToolError`; both end up as a tool response, never as an exception out of the loop.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,9 +94,13 @@ class Tool:
         ]
         for name, value in arguments.items():
             spec = properties.get(name)
-            if spec is not None and not _fits(value, spec):
+            if spec is None:
+                continue
+            if not _fits(value, spec):
                 got = json_type(value, show_numbers=True)
                 problems.append(f"argument {name!r} must be {_describe(spec)}, got {got}")
+            elif surrogate := _lone_surrogate(value):
+                problems.append(f"argument {name!r} is not valid text: it holds {surrogate}")
         if problems:
             raise ArgumentError(f"{self.name}: " + "; ".join(problems))
         defaults = {k: spec["default"] for k, spec in properties.items() if "default" in spec}
@@ -144,6 +149,19 @@ def _fits(value: Any, spec: dict[str, Any]) -> bool:
         return False
     items = spec.get("items")
     return not (kind == "array" and items and not all(_fits(item, items) for item in value))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> str:
+    """Where a string (or a string in an array) holds a lone surrogate, which JSON's `\\ud800`
+    escapes can make but no file, path or command can hold; "" when none does."""
+    for text in value if isinstance(value, list) else [value]:
+        found = _SURROGATE.search(text) if isinstance(text, str) else None
+        if found:
+            return f"the lone surrogate {found.group()!r} at character {found.start()}"
+    return ""
 
 
 def _describe(spec: dict[str, Any]) -> str:
