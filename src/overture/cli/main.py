@@ -128,7 +128,10 @@ def tools_run(
 
     from overture.cli.agent_run import load_tokenizer, run_tool_calls
 
-    text = sys.stdin.read() if calls == "-" else _read_text(Path(calls), "--calls")
+    if calls == "-":
+        text = _utf8(sys.stdin.buffer.read(), "standard input", "--calls")
+    else:
+        text = _read_text(Path(calls), "--calls")
     run_config = load_config(config, set_ or [])
     result = asyncio.run(run_tool_calls(workspace, text, run_config, load_tokenizer(tokenizer), diff))
     typer.echo(json.dumps(result))
@@ -227,9 +230,18 @@ def evaluate_checkpoint(
 
 def _read_text(path: Path, option: str) -> str:
     try:
-        return path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise typer.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
+    return _utf8(data, str(path), option)
+
+
+def _utf8(data: bytes, source: str, option: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"{source}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
+        raise typer.BadParameter(message, param_hint=option) from None
 
 
 def main() -> None:  # pragma: no cover - console-script entry point
