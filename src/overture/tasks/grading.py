@@ -41,10 +41,11 @@ from typing import Any, Literal
 from overture.config import TasksConfig
 from overture.sandbox import Sandbox, SandboxError
 from overture.sandbox.diff import read_entry
-from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest
+from overture.tasks.pytest_report import is_test_file, outcome_passes
 from overture.tasks.spec import Task
+from overture.tasks.witness import run_witnessed
 
-Resolution = Literal["resolved", "partial", "none"]
+Resolution = Literal["resolved", "partial", "none", "tampering"]
 CONFIG_FILES = frozenset({
     "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
     "tox.ini", "setup.cfg", "pyproject.toml", "setup.py",
@@ -52,6 +53,7 @@ CONFIG_FILES = frozenset({
 NEVER_KEPT_SUFFIXES = (".pyc", ".pyo", ".pth")
 
 GRADED_DIFF_CHARS = 65_536
+REASON_CHARS = 500
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Grade:
     restored: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     diff: str = ""
+    canaries: dict[str, str] = field(default_factory=dict)  # canary role → the status it came back with
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,22 +150,40 @@ async def patch_workspace(sandbox: Sandbox, patch: str) -> str:
 
 
 async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None) -> Grade:
-    """Grade the sandbox's workspace for `task` (the module docstring says how)."""
+    """Grade the sandbox's workspace for `task` (the module docstring says how). Never raises: a
+    failure anywhere in grading is a grade of 0 whose reason names it."""
     config = config or TasksConfig()
     started = time.monotonic()
+    found: dict[str, Any] = {}  # what grading learnt before anything failed
+    try:
+        return await _grade(task, sandbox, config, started, found)
+    except Exception as exc:  # a workspace built to break the grader must still get an answer
+        reason = f"grading failed: {_describe(exc)}"
+        return Grade("none", 0.0, reason, duration_s=time.monotonic() - started, **found)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose message itself fails
+        text = type(exc).__name__
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "..."
+
+
+async def _grade(task: Task, sandbox: Sandbox, config: TasksConfig, started: float, found: dict) -> Grade:
     try:
         restored = await restore_unkept(sandbox)
     except (SandboxError, OSError) as exc:
         return Grade("none", 0.0, f"the workspace could not be restored for grading: {exc}")
+    found["restored"] = restored
 
     diff = sandbox.diff()
     if len(diff) > GRADED_DIFF_CHARS:
         diff = diff[:GRADED_DIFF_CHARS] + f"\n[diff cut: {len(diff)} characters in all]\n"
+    found["diff"] = diff
 
-    def without_verdict(reason: str, **found: Any) -> Grade:
-        return Grade(
-            "none", 0.0, reason, restored=restored, duration_s=time.monotonic() - started, diff=diff, **found
-        )
+    def without_verdict(reason: str, resolution: Resolution = "none", **more: Any) -> Grade:
+        return Grade(resolution, 0.0, reason, duration_s=time.monotonic() - started, **found, **more)
 
     if not diff.strip():
         return without_verdict("empty diff")
@@ -170,14 +191,23 @@ async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None)
         problem = await patch_workspace(sandbox, task.test_patch)
         if problem:
             return without_verdict(f"test_patch does not apply: {problem}")
-    run = await run_pytest(sandbox, task.test_cmd, task.test_ids, config.test_timeout_s)
+    run = await run_witnessed(
+        sandbox, task.test_cmd, task.test_ids, config.test_timeout_s, [task.FAIL_TO_PASS, task.PASS_TO_PASS]
+    )
     if run.result.timed_out:
         return without_verdict(f"timeout: tests ran past {config.test_timeout_s:g}s", outcomes=run.outcomes)
+    if run.tampering:
+        return without_verdict(
+            f"tampering: {run.tampering}", "tampering", outcomes=run.outcomes, canaries=run.canaries
+        )
+    if run.failure:
+        return without_verdict(run.failure, outcomes=run.outcomes, canaries=run.canaries)
     resolution, f2p_passed, f2p_failed, p2p_failed = decide(task, run.outcomes)
     reason = "" if run.outcomes else f"no test outcomes (pytest exit code {run.result.exit_code})"
     return Grade(
         resolution, score(task, resolution, f2p_passed, config.reward), reason,
         f2p_passed, f2p_failed, p2p_failed, run.outcomes, restored, time.monotonic() - started, diff,
+        run.canaries,
     )  # fmt: skip
 
 

@@ -88,12 +88,16 @@ def test_files(test_ids: list[str]) -> list[str]:
     return list(dict.fromkeys(test_id.split("::", 1)[0] for test_id in test_ids))
 
 
-def pytest_command(test_cmd: str, report: str, targets: list[str], setup: str = "") -> list[str]:
-    """The argv that runs `test_cmd` on `targets` (files or ids), writing the JUnit `report`;
-    `setup`, shell statements of the caller's own, runs first."""
-    pytest = f'{test_cmd} {REPORT_FLAGS} --junitxml={report} "$@"'
-    script = f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {setup}{pytest}"
+def shell_command(pytest: str, targets: list[str], setup: str = "") -> list[str]:
+    """The argv that runs the `pytest` command line on `targets` (files or ids, through `"$@"`)
+    with plugin auto-loading off; `setup`, shell statements of the caller's own, runs first."""
+    script = f'export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {setup}{pytest} "$@"'
     return ["/bin/sh", "-c", script, "sh", *targets]
+
+
+def pytest_command(test_cmd: str, report: str, targets: list[str], setup: str = "") -> list[str]:
+    """The argv that runs `test_cmd` on `targets`, writing the JUnit `report` (`shell_command`)."""
+    return shell_command(f"{test_cmd} {REPORT_FLAGS} --junitxml={report}", targets, setup)
 
 
 async def run_pytest(
