@@ -13,9 +13,10 @@ plugin through package metadata). Editing the tests therefore earns nothing. The
 - an empty diff (nothing left changed) scores 0, reason `empty diff`; the diff that is graded
   (its first `GRADED_DIFF_CHARS` characters) is kept in the grade and in `reward_info["diff"]`;
 - `test_patch`, when the task has one, is applied;
-- the files of FAIL_TO_PASS and PASS_TO_PASS run with pytest (`overture.tasks.pytest_report`:
-  outcomes from a JUnit report, not from printed output); a run past `tasks.test_timeout_s`
-  scores 0, reason `timeout`.
+- the files of FAIL_TO_PASS and PASS_TO_PASS run with pytest under grading's witness
+  (`overture.tasks.witness`): outcomes come from a plugin that reports each test phase over a
+  pipe, keyed and numbered, not from printed output or a report file; a run past
+  `tasks.test_timeout_s` scores 0, reason `timeout`.
 
 A test passes when pytest reports PASSED or XFAIL (SWE-bench); a synthesized task lists in
 `metadata["xfail"]` the tests that were XFAIL on the clean code, and for it XFAIL passes only
@@ -25,10 +26,30 @@ every PASS_TO_PASS still passes; `partial`: some FAIL_TO_PASS pass, PASS_TO_PASS
 otherwise `none`. The score is 1/0 for `resolved` (`tasks.reward = "binary"`) or the passing
 share of FAIL_TO_PASS with PASS_TO_PASS intact (`"fraction"`). Efficiency terms
 (`tasks.turn_cost` per assistant turn, `tasks.invalid_call_cost` per invalid call) are
-subtracted and reported on their own.
+subtracted and reported on their own. `grade` never raises: whatever fails inside it (restoring,
+diffing, running, reading) is a grade of 0, resolution `none`, reason `grading failed: ...`.
 
-Code under test runs inside the pytest process and could still tamper with the report it writes
-(it is named afresh per run); the defences above close the ways that need no such effort.
+Threat model. The code under test runs inside the pytest process, so it can change anything
+there. What grading relies on, and what is caught:
+- nothing of the workspace runs before the witness: it is loaded with `-p` from the sandbox's
+  private `/tmp` under a random name, and what could run earlier (conftest files, configuration,
+  `.pth` files, new top-level modules that shadow pytest's dependencies) is restored above;
+- the witness's report is a pipe, not a file: nothing on disk or in argv to rewrite (the JUnit
+  atexit rewrite and patched `_pytest.junitxml` have nothing to act on), records cannot be
+  taken back, and reopening the pipe through `/proc` to read them away is refused by the kernel;
+- lines written to the pipe by anyone else lack the per-run key's MAC, a record read away leaves
+  a gap in the numbering, a process killed or exited early (`os._exit`, a killed parent) leaves
+  no `end`: each is `tampering`;
+- three canaries — clones of the task's own tests (FAIL_TO_PASS first) with the same node id,
+  function and fixtures, one that must pass, one fail, one error — run among the tests; whatever
+  makes failing tests pass (patched `Function.runtest` or `TestReport`, hook wrappers registered
+  through the `Config` found with `gc` or through `pytest_plugins`, forging by the tests' names)
+  turns them too, and a run with outcomes whose canaries are missing or wrong is `tampering`.
+Not caught: code written against this witness in particular — one that finds the plugin in
+memory, reads its key or its list of canary items, and forges records or spares the canaries by
+object identity. Nothing inside one process can stop that; the remedy would be a test runner
+whose verdict is computed outside the process that imports the code (e.g. each test in a fresh
+process, judged by its exit alone). `tampering` scores 0 like `none`; it names the cause.
 """
 
 from __future__ import annotations

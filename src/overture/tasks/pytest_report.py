@@ -10,7 +10,8 @@ code under test prints, which can imitate pytest's output, nor from capped outpu
 FAILED (`<failure>`), ERROR (`<error>`), XFAIL (`<skipped type="pytest.xfail">`), SKIPPED (any
 other `<skipped>`) or PASSED. A test missing from the report (not collected, the run died) has no
 outcome, which graders treat as not passing. Failure details (the `--tb=short` frames and `E`
-lines) come from each failure's text.
+lines) come from each failure's text. Grading does not use this report: code under test could
+rewrite it, so graded runs are read through a witness plugin instead (`overture.tasks.witness`).
 """
 
 from __future__ import annotations
