@@ -141,7 +141,8 @@ def test_a_fuzzed_turn_in_a_sandbox_answers_every_block(sandboxes, focus: str, d
     records = run_turn(sandboxes, turn.text)
     assert [record.index for record in records] == list(range(len(turn.expected)))
     for record, expected in zip(records, turn.expected, strict=True):
-        assert isinstance(record.response, str)
+        record.response.encode("utf-8")  # valid text: it can be tokenized and saved
+        json.dumps(record.to_dict())  # as `tools run` prints it and a trajectory keeps it
         if record.error:
             assert record.response.startswith("Error:"), record.response
         if expected.expected == VALID:
