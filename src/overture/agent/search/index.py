@@ -166,7 +166,7 @@ def fingerprint(base: Path) -> str:
     for path in ConfinedFiles(str(base)).walk_files():
         if indexable(path):
             info = os.stat(base / path, follow_symlinks=False)
-            state.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            state.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(errors="surrogateescape"))
     return state.hexdigest()
 
 
