@@ -23,6 +23,7 @@ from overture.agent.tools.base import ArgumentError
 from overture.config import AgentConfig, ConfigError
 from overture.sandbox import PathEscape
 from overture.sandbox.files import inside_workspace
+from overture.sandbox.printable import escape_text
 from overture.text import MalformedCall, ParsedTurn, Tokenizer, ToolCall, parse_assistant
 
 
@@ -160,6 +161,9 @@ class ToolSet:
             record = CallRecord(position, "", None, response, "malformed")
         else:
             record = await self._run_call(position, block, context)
+        # Names and output a command made may hold bytes that are not UTF-8 (as surrogate escapes):
+        # shown as \xNN, so that the response can be tokenized and saved.
+        record.response = escape_text(record.response)
         record.started_s, record.ended_s = begin, time.monotonic() - origin
         return record
 

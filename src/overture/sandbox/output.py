@@ -1,8 +1,13 @@
-"""Capped capture of a command's output: keep the head and the tail, say how much was cut."""
+"""Capped capture of a command's output: keep the head and the tail, say how much was cut.
+
+Bytes that are not UTF-8 (a name a command made, binary output) come out as `\\xNN`
+(`overture.sandbox.printable`), as file names do in every tool response."""
 
 from __future__ import annotations
 
 import asyncio
+
+from overture.sandbox.printable import decode_text
 
 CHUNK = 65536
 
@@ -36,9 +41,8 @@ class CappedOutput:
     def text(self) -> str:
         tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
         if self.cut <= 0:
-            return (bytes(self.head) + tail).decode("utf-8", errors="replace")
-        head = bytes(self.head).decode("utf-8", errors="replace")
-        return f"{head}\n[... {self.cut} bytes cut ...]\n{tail.decode('utf-8', errors='replace')}"
+            return decode_text(bytes(self.head) + tail)
+        return f"{decode_text(bytes(self.head))}\n[... {self.cut} bytes cut ...]\n{decode_text(tail)}"
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
         """Read `stream` to its end, keeping what the cap allows."""
