@@ -11,6 +11,7 @@ import pytest
 from sandbox_helpers import in_sandbox, make_base, survivors, wait_until_running
 
 from overture.sandbox import PathEscape
+from overture.sandbox.errors import NotRegularFile
 from overture.sandbox.limits import CgroupLimits
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,12 +228,12 @@ def test_a_fifo_is_refused_not_waited_on(base):
         for call in (lambda: sb.files.read_text("pipe.py"), lambda: sb.files.write_text("pipe.py", "x")):
             try:
                 call()
-            except IsADirectoryError as exc:
+            except NotRegularFile as exc:
                 errors.append(str(exc))
         return errors
 
     errors = in_sandbox(base, body)
-    assert len(errors) == 2 and all("not a regular file" in e for e in errors)
+    assert len(errors) == 2 and all("a FIFO, not a regular file" in e for e in errors)
 
 
 def test_a_cancelled_command_is_killed(base):

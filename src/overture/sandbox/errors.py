@@ -25,3 +25,11 @@ class PoolClosed(SandboxError):
 
 class PoolFull(SandboxError):
     """The pool's admission queue is at its bound; the caller should back off."""
+
+
+class TooManyPaths(SandboxError):
+    """A tree holds more entries than a walk over it may list (a bound against millions of files)."""
+
+
+class NotRegularFile(SandboxError):
+    """A FIFO, device or socket where a regular file was to be read or written; refused, never waited on."""

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from overture.sandbox.errors import PathEscape
+from overture.sandbox.errors import NotRegularFile, PathEscape
+from overture.sandbox.tree import is_regular, walk
 
 WORKSPACE_MOUNT = "/workspace"
 MAX_SYMLINKS = 40
@@ -51,6 +52,50 @@ def inside_workspace(path: str) -> str:
 def looks_binary(data: bytes) -> bool:
     """Whether file contents are binary rather than text (a NUL byte near the start, as git judges)."""
     return b"\0" in data[:8192]
+
+
+SPECIAL_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def refusal(mode: int | None) -> str:
+    """Why a file of `mode` (None: not known, its open was refused) is neither read nor written."""
+    what = SPECIAL_KINDS.get(stat.S_IFMT(mode), "no regular file") if mode is not None else None
+    return f"{what or 'a FIFO, socket or device'}, not a regular file; refused (neither read nor written)"
+
+
+def open_regular(name: str, dir_fd: int, shown: str, write: bool = False) -> int:
+    """A blocking descriptor of the regular file `name` in `dir_fd` (`shown` names it in errors),
+    opened without following a symlink (`ELOOP`) and without waiting: `O_NONBLOCK`, so that a FIFO
+    swapped in after any earlier check cannot hang the call, then `fstat` on the descriptor itself.
+    A FIFO, device or socket is `NotRegularFile` (for writing, a FIFO without a reader already
+    fails to open, ENXIO: the same refusal); a directory `IsADirectoryError`. For writing the
+    file is created if missing, and emptied only once it is known to be a regular file."""
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    flags |= os.O_WRONLY | os.O_CREAT if write else os.O_RDONLY
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise NotRegularFile(f"{shown}: {refusal(None)}") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(f"{shown}: is a directory")
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(f"{shown}: {refusal(mode)}")
+        os.set_blocking(fd, True)
+        if write:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @dataclass(frozen=True)
@@ -153,13 +198,9 @@ class ConfinedFiles:
         if not parts:
             raise IsADirectoryError(f"{path}: is the workspace directory")
         with self._open_dir(parts[:-1]) as dir_fd:
-            # O_NONBLOCK: opening a FIFO the command made must not block; it is refused below.
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-            with os.fdopen(fd, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    raise IsADirectoryError(f"{path}: not a regular file")
-                os.set_blocking(fd, True)
-                return handle.read()
+            fd = open_regular(parts[-1], dir_fd, path)
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8", errors="replace")
@@ -176,12 +217,13 @@ class ConfinedFiles:
                 existing = None
             if existing is not None and stat.S_ISLNK(existing.st_mode):
                 raise PathEscape(f"{path}: is a symlink; refusing to write through it")
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
+                raise IsADirectoryError(f"{path}: is a directory")
             if existing is not None and not stat.S_ISREG(existing.st_mode):
-                raise IsADirectoryError(f"{path}: exists and is not a regular file")
+                raise NotRegularFile(f"{path}: {refusal(existing.st_mode)}")
+            # What is there now may not be what was checked: `open_regular` checks again.
             try:
-                fd = os.open(
-                    parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd
-                )
+                fd = open_regular(parts[-1], dir_fd, path, write=True)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise PathEscape(f"{path}: is a symlink; refusing to write through it") from None
@@ -225,7 +267,10 @@ class ConfinedFiles:
         with self._open_dir(parts) as dir_fd:
             entries = []
             for name in sorted(os.listdir(dir_fd)):
-                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                try:
+                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed by a command since it was listed
                 entries.append(Entry(name=name, kind=_kind(info.st_mode), size=info.st_size))
             return entries
 
@@ -234,12 +279,11 @@ class ConfinedFiles:
         parts = self._resolve(path)
         with self._open_dir(parts) as dir_fd:
             prefix = "/".join(parts)
-            for top, dirs, files, _ in os.fwalk(".", dir_fd=dir_fd):
-                dirs.sort()
-                base = top.removeprefix("./").removeprefix(".")
-                for name in sorted(files):
-                    rel = f"{base}/{name}" if base else name
-                    yield f"{prefix}/{rel}" if prefix else rel
+            for directory in walk(dir_fd):
+                for entry in directory.entries:
+                    if is_regular(entry):
+                        rel = directory.path_of(entry)
+                        yield f"{prefix}/{rel}" if prefix else rel
 
     def glob(self, pattern: str, path: str = ".") -> list[str]:
         """Files matching a glob (`*`, `?`, `[...]`, `**` for any depth), relative to the root."""

@@ -25,7 +25,8 @@ from overture.sandbox.errors import PoolClosed, PoolFull, SandboxError
 from overture.sandbox.isolation import etc_files, require_tools
 from overture.sandbox.limits import CgroupLimits, Limits, orphaned, remove_cgroups
 from overture.sandbox.sandbox import Sandbox
-from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_base, remove_tree
+from overture.sandbox.tree import remove_tree
+from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_base
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,15 @@ def default_state_root() -> str:
 
 
 def remove_orphaned_state(root: Path) -> None:
-    """Remove state directories that pools of processes no longer alive left behind (killed owners)."""
+    """Remove state directories that pools of processes no longer alive left behind (killed owners).
+    One that cannot be removed is logged and left: it must not stop a new pool from starting."""
     for stale in root.glob(f"{STATE_PREFIX}*"):
         if orphaned(stale.name, STATE_PREFIX):
             log.info("removing %s, left by a pool whose process is gone", stale)
-            remove_tree(stale)
+            try:
+                remove_tree(stale)
+            except OSError as exc:
+                log.warning("could not remove %s (left by a pool whose process is gone): %s", stale, exc)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from overture.sandbox import Sandbox
-from overture.sandbox.workspace import remove_tree
+from overture.sandbox.tree import remove_tree
 from overture.tasks.spec import Task, TaskError
 
 SKIPPED_DIRS = frozenset(

@@ -21,7 +21,9 @@ from typing import Any
 
 from overture.agent.tools.base import Tool, ToolContext, ToolError, param, parameters
 from overture.sandbox import PathEscape
-from overture.sandbox.files import glob_to_regex, looks_binary
+from overture.sandbox.errors import NotRegularFile
+from overture.sandbox.files import Entry, glob_to_regex, looks_binary
+from overture.sandbox.printable import escape_name
 from overture.text import numbered_lines
 
 BYTECODE_CACHE = "__pycache__"
@@ -33,6 +35,8 @@ def _file_error(path: str, exc: Exception) -> ToolError:
     """A filesystem exception as words for the model."""
     if isinstance(exc, PathEscape):
         return ToolError(f"{path}: outside the workspace ({exc})")
+    if isinstance(exc, NotRegularFile):
+        return ToolError(str(exc))
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"{path}: no such file or directory")
     if isinstance(exc, IsADirectoryError):
@@ -45,7 +49,7 @@ def _file_error(path: str, exc: Exception) -> ToolError:
 async def _in_thread(path: str, fn: Any, *args: Any) -> Any:
     try:
         return await asyncio.to_thread(fn, *args)
-    except (OSError, PathEscape) as exc:
+    except (OSError, PathEscape, NotRegularFile) as exc:
         raise _file_error(path, exc) from None
 
 
@@ -88,6 +92,14 @@ async def read_file(context: ToolContext, args: dict[str, Any]) -> str:
     return f"{body}\n{note}"
 
 
+def _entry_line(entry: Entry) -> str:
+    """One entry as `list_dir` shows it, its name escaped (`overture.sandbox.printable`)."""
+    name = escape_name(entry.name)
+    if entry.kind == "dir":
+        return f"{name}/"
+    return f"{name}  ({entry.size} bytes)" if entry.kind == "file" else f"{name}  ({entry.kind})"
+
+
 async def list_dir(context: ToolContext, args: dict[str, Any]) -> str:
     path = args["path"]
     entries = await _in_thread(path, context.sandbox.files.list_dir, path)
@@ -98,11 +110,7 @@ async def list_dir(context: ToolContext, args: dict[str, Any]) -> str:
     if not entries:
         return f"{path}: empty directory"
     cap = context.config.list_dir_max_entries
-    lines = [
-        f"{e.name}/" if e.kind == "dir" else f"{e.name}  ({e.size} bytes)" if e.kind == "file" else
-        f"{e.name}  ({e.kind})"
-        for e in entries[:cap]
-    ]  # fmt: skip
+    lines = [_entry_line(entry) for entry in entries[:cap]]
     if len(entries) > cap:
         lines.append(f"[{len(entries) - cap} more entries not shown]")
     return "\n".join(lines)
@@ -115,7 +123,7 @@ async def glob_file_search(context: ToolContext, args: dict[str, Any]) -> str:
     if not found:
         return f"no files match {pattern!r}"
     cap = context.config.glob_max_results
-    lines = found[:cap]
+    lines = [escape_name(file) for file in found[:cap]]
     if len(found) > cap:
         lines.append(f"[{len(found) - cap} more matches not shown; narrow the pattern]")
     return "\n".join(lines)
