@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 from agent_helpers import make_repo, tokenizer
@@ -106,10 +107,20 @@ def test_every_way_a_value_can_be_wrong_is_named(tool_name: str, name: str, wron
         tool.check_arguments(arguments)
 
 
+def make_hostile_repo(root):
+    """The agent tests' repository with what a command could leave behind: a name and contents that
+    are not UTF-8, a FIFO, and a symlink out of the workspace."""
+    base = make_repo(root)
+    (base / os.fsdecode(b"bad\xff.py")).write_bytes(b"x = '\xfe'\n")
+    os.mkfifo(base / "pipe.py")
+    (base / "escape").symlink_to("/etc/passwd")
+    return base
+
+
 @pytest.fixture(scope="module")
 def sandboxes(tmp_path_factory):
     """A loop, a pool and a repository kept for the module: each example takes a fresh sandbox."""
-    base = make_repo(tmp_path_factory.mktemp("fuzz"))
+    base = make_hostile_repo(tmp_path_factory.mktemp("fuzz"))
     loop = asyncio.new_event_loop()
     pool = SandboxPool(SandboxConfig())
     loop.run_until_complete(pool.__aenter__())
