@@ -405,8 +405,13 @@ class SandboxConfig(Section):
     python_env: bool = Field(True, description="bind the running Python (read-only) so commands can use it")
     extra_ro_paths: list[str] = Field(default_factory=list, description="more host paths bound read-only")
     state_dir: str | None = Field(
-        None, description="where writable layers live; unset = /dev/shm (memory) if usable, else the temp dir"
+        None, description="where the pool's state lives; unset = /dev/shm (memory) if usable, else temp dir"
     )
+    workspace_bytes: int = Field(
+        256 * 1024 * 1024, gt=0, description="size cap of a sandbox's writable layer (ENOSPC past it)"
+    )
+    host_uid: int = Field(65534, gt=0, description="as root: the host uid sandboxed commands run as, never 0")
+    host_gid: int = Field(65534, gt=0, description="as root: the host gid sandboxed commands run as, never 0")
 
 
 class TasksConfig(Section):

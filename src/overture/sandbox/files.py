@@ -118,10 +118,12 @@ def _kind(mode: int) -> str:
 
 
 class ConfinedFiles:
-    """Read, write, list and glob files under `root` without ever leaving it."""
+    """Read, write, list and glob files under `root` without ever leaving it; what it creates is
+    given to `owner` (uid, gid) when set: the sandbox's user, when overture runs as root."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, owner: tuple[int, int] | None = None) -> None:
         self.root = root
+        self.owner = owner
 
     # ----------------------------------------------------------------- resolution
 
@@ -179,6 +181,7 @@ class ConfinedFiles:
                 if create:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=fd)
+                        self._give(part, fd)
                 try:
                     nxt = os.open(part, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError as exc:
@@ -190,6 +193,11 @@ class ConfinedFiles:
             yield fd
         finally:
             os.close(fd)
+
+    def _give(self, name: str, dir_fd: int) -> None:
+        """Hand a just-created entry to the owner (nothing to do without one)."""
+        if self.owner is not None:
+            os.chown(name, *self.owner, dir_fd=dir_fd, follow_symlinks=False)
 
     # ----------------------------------------------------------------- operations
 
@@ -228,6 +236,8 @@ class ConfinedFiles:
                 if exc.errno == errno.ELOOP:
                     raise PathEscape(f"{path}: is a symlink; refusing to write through it") from None
                 raise
+            if existing is None and self.owner is not None:
+                os.fchown(fd, *self.owner)  # the descriptor: the name may point elsewhere by now
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
 

@@ -16,12 +16,23 @@ signal itself (`setpriv --pdeathsig KILL`, kept across the execs that follow), t
 namespace of its own (`unshare --pid --fork --kill-child`) whose first process checks that the
 owner is still there and becomes bwrap; when bwrap's outer process dies, the kernel kills every
 process below it, set up or not.
+
+Whoever runs overture, no sandboxed process holds host privilege. Run as a normal user, commands
+run as that user. Run as root (as in most containers and cluster pods), they run as a dedicated
+unprivileged host uid and gid (`sandbox.host_uid`/`host_gid`, 65534 by default): the last step
+before bubblewrap drops to them (`drop_privileges`: no groups, no capabilities, no new
+privileges), so the sandbox's user namespace maps its user to that uid, never to 0. Inside,
+`/proc` is remounted read-only (so `/proc/sys` and `/proc/sysrq-trigger` are), `/sys` is not
+mounted at all, and no further user namespace can be made (`--disable-userns`, where bubblewrap
+has it): the kernel's user-namespace code is the largest surface an unprivileged process reaches.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,6 +66,39 @@ OWNER_ALIVE_SCRIPT = (
     'parent_of /proc/self/status; parent_of "/proc/$parent/status"; '
     '[ "$parent" = "$1" ] && shift && exec "$@"'
 )
+
+
+def host_ids(uid: int, gid: int) -> tuple[int, int] | None:
+    """The host uid and gid sandboxed commands run as: `(uid, gid)` when this process is root,
+    None when it is a normal user (commands then stay that user's)."""
+    if os.geteuid() != 0:
+        return None
+    if uid == 0 or gid == 0:
+        raise SandboxUnavailable("sandbox.host_uid and sandbox.host_gid must not be 0 (root)")
+    return uid, gid
+
+
+def drop_privileges(setpriv: str, ids: tuple[int, int] | None) -> list[str]:
+    """Command prefix that runs what follows as `ids` with no groups, no capabilities and no
+    way to gain any (setuid binaries included); the parent-death signal is armed again after
+    the switch, since the kernel clears it when credentials change. Empty when `ids` is None."""
+    if ids is None:
+        return []
+    uid, gid = ids
+    return [
+        setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+        "--no-new-privs", "--pdeathsig=KILL", "--",
+    ]  # fmt: skip
+
+
+@functools.cache
+def bwrap_can_disable_userns(bwrap: str) -> bool:
+    """Whether this bubblewrap has `--disable-userns` (0.8 and later)."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--disable-userns" in shown.stdout + shown.stderr
 
 
 def owner_death_guard(setpriv: str, unshare: str, owner_pid: int) -> list[str]:
@@ -119,13 +163,19 @@ def bwrap_args(
     workspace: str,
     etc: Path,
     env: dict[str, str],
-    extra_ro: list[str],
+    read_only: dict[str, str],
     workdir: str = WORKSPACE_MOUNT,
 ) -> list[str]:
-    """The bwrap invocation (up to and including `--`) for one command over `workspace`."""
+    """The bwrap invocation (up to and including `--`) for one command over `workspace`.
+
+    `read_only` maps each path the sandbox sees read-only to where the workspace's namespace has
+    it bound (`OverlayWorkspace` binds them there: a sandbox user may not be able to reach the
+    host path itself, such as a Python under root's 0700 home)."""
+    userns = ["--unshare-user", "--disable-userns"] if bwrap_can_disable_userns(bwrap) else []
     args = [
         bwrap,
         "--unshare-all",
+        *userns,
         "--die-with-parent",
         "--new-session",
         "--clearenv",
@@ -149,10 +199,9 @@ def bwrap_args(
         args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     # /proc, /dev and the private /tmp first: binds below may land inside them (a Python
     # environment under /tmp must not be hidden by the tmpfs mounted over it afterwards).
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for path in extra_ro:
-        if os.path.exists(path):
-            args += ["--ro-bind", path, path]
+    args += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path, bound_at in read_only.items():
+        args += ["--ro-bind", bound_at, path]
     args += [
         "--bind",
         workspace,

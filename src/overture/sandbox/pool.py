@@ -21,8 +21,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from overture.config import SandboxConfig
+from overture.sandbox.base_copies import OwnedBaseCopies
 from overture.sandbox.errors import PoolClosed, PoolFull, SandboxError
-from overture.sandbox.isolation import etc_files, require_tools
+from overture.sandbox.isolation import etc_files, host_ids, python_dirs, require_tools
 from overture.sandbox.limits import CgroupLimits, Limits, orphaned, remove_cgroups
 from overture.sandbox.sandbox import Sandbox
 from overture.sandbox.tree import remove_tree
@@ -69,12 +70,19 @@ class SandboxPool:
         if self.config.isolation == "none":
             log.warning("SANDBOX ISOLATION IS OFF (isolation = 'none'): commands run unconfined on the host")
         self._tools = require_tools(self.config.isolation)
+        isolated = self.config.isolation != "none"
+        self._ids = host_ids(self.config.host_uid, self.config.host_gid) if isolated else None
         state_root = Path(self.config.state_dir or default_state_root())
         remove_orphaned_state(state_root)
         self._state = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-", dir=state_root))
+        if self._ids is not None:
+            self._state.chmod(0o711)  # the sandbox's user passes through to its etc files and workspace
         self._etc = etc_files(self._state)
+        owned = self._ids is not None  # as root: lower layers the sandbox's user owns
+        self._base_copies = OwnedBaseCopies(self._state / "bases", self._ids) if owned else None
+        self._read_only = [*(python_dirs() if self.config.python_env else []), *self.config.extra_ro_paths]
         self._cgroups = CgroupLimits() if self.config.isolation != "none" else None
-        self._limits = Limits.from_config(self.config)
+        self._limits = Limits.from_config(self.config, shared_user=self._ids is not None)
         self._live: set[Sandbox] = set()
         self._spares: dict[Path, list[Sandbox]] = collections.defaultdict(list)
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -121,9 +129,13 @@ class SandboxPool:
         name = uuid.uuid4().hex[:12]
         state = self._state / name
         if self.config.isolation == "none":
-            workspace: OverlayWorkspace | CopyWorkspace = CopyWorkspace(base, state)
+            workspace: OverlayWorkspace | CopyWorkspace = CopyWorkspace(base, state, self._read_only)
         else:
-            workspace = OverlayWorkspace(base, state, self._tools["unshare"], self._tools["nsenter"])
+            lower = await self._base_copies.lower_for(base) if self._base_copies else base
+            workspace = OverlayWorkspace(
+                base, state, self._tools["unshare"], self._tools["nsenter"], self.config.workspace_bytes,
+                ids=self._ids, lower=lower, read_only=self._read_only,
+            )  # fmt: skip
         cgroups = self._cgroups.create(name, self._limits) if self._cgroups else []
         try:
             await workspace.start()
@@ -133,7 +145,7 @@ class SandboxPool:
             await asyncio.to_thread(remove_cgroups, cgroups)
             raise
         self.counters["started"] += 1
-        return Sandbox(workspace, self.config, self._tools, self._etc, cgroups)
+        return Sandbox(workspace, self.config, self._tools, self._etc, cgroups, self._ids)
 
     async def _take(self, base: Path) -> Sandbox:
         spares = self._spares.get(base, [])

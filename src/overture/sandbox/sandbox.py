@@ -22,7 +22,7 @@ from pathlib import Path
 from overture.config import SandboxConfig
 from overture.sandbox.errors import PathEscape, SandboxDead, SandboxError
 from overture.sandbox.files import WORKSPACE_MOUNT, ConfinedFiles, inside_workspace
-from overture.sandbox.isolation import bwrap_args, owner_death_guard, python_dirs, sandbox_env
+from overture.sandbox.isolation import bwrap_args, drop_privileges, owner_death_guard, sandbox_env
 from overture.sandbox.limits import Limits, confining_argv, remove_cgroups
 from overture.sandbox.output import CappedOutput
 from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace
@@ -56,14 +56,15 @@ class Sandbox:
         tools: dict[str, str],
         etc: Path,
         cgroups: list[Path],
+        ids: tuple[int, int] | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
-        self.limits = Limits.from_config(config)
+        self.limits = Limits.from_config(config, shared_user=ids is not None)
         self._tools = tools
         self._etc = etc
         self._cgroups = cgroups
-        self._extra_ro = [*(python_dirs() if config.python_env else []), *config.extra_ro_paths]
+        self._ids = ids
         self._env = sandbox_env(config.python_env)
         self.closed = False
 
@@ -77,8 +78,9 @@ class Sandbox:
 
     @property
     def files(self) -> ConfinedFiles:
-        """Read/write/list/glob inside the workspace; `..` and symlinks out are refused."""
-        return ConfinedFiles(str(self.workspace.root))
+        """Read/write/list/glob inside the workspace; `..` and symlinks out are refused. What it
+        creates belongs to the sandbox's user, so that commands can change it afterwards."""
+        return ConfinedFiles(str(self.workspace.root), owner=self._ids)
 
     def _argv(self, argv: list[str], workdir: str) -> tuple[list[str], dict[str, str]]:
         """The host command line (and its environment) that runs `argv` in the sandbox."""
@@ -91,12 +93,13 @@ class Sandbox:
             self.workspace.mount_path,
             self._etc,
             self._env,
-            self._extra_ro,
+            self.workspace.read_only_binds(),
             workdir=inside,
         )
         host_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
         guard = owner_death_guard(self._tools["setpriv"], self._tools["unshare"], os.getpid())
-        return [*confine, *self.workspace.command_prefix(), *guard, *wrap, *argv], host_env
+        drop = drop_privileges(self._tools["setpriv"], self._ids)
+        return [*confine, *self.workspace.command_prefix(), *guard, *drop, *wrap, *argv], host_env
 
     async def exec(
         self,
