@@ -10,13 +10,13 @@ raises `ToolError`; both end up as a tool response, never as an exception out of
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from overture.config import AgentConfig
 from overture.sandbox import Sandbox
+from overture.sandbox.printable import SURROGATES
 from overture.text.tool_calls import json_type
 
 
@@ -151,14 +151,11 @@ def _fits(value: Any, spec: dict[str, Any]) -> bool:
     return not (kind == "array" and items and not all(_fits(item, items) for item in value))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _lone_surrogate(value: Any) -> str:
     """Where a string (or a string in an array) holds a lone surrogate, which JSON's `\\ud800`
     escapes can make but no file, path or command can hold; "" when none does."""
     for text in value if isinstance(value, list) else [value]:
-        found = _SURROGATE.search(text) if isinstance(text, str) else None
+        found = SURROGATES.search(text) if isinstance(text, str) else None
         if found:
             return f"the lone surrogate {found.group()!r} at character {found.start()}"
     return ""
