@@ -1,16 +1,26 @@
 """Code under test that tries to fool grading: each attack, written into the package's
 `__init__.py` of a synthesized task (so it runs inside the graded pytest process) without fixing
-the bug, scores 0 — `tampering` where the witness catches it, `none` where it has no effect."""
+the bug, scores 0 — `tampering` where the witness or its tripwires catch it, `none` where it has
+no effect. The attacks are graded as users grade patches: SWE-bench predictions through
+`overture tasks grade`, one run of the command for all of them, in parallel sandboxes."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import json
+
 import pytest
 from tasks_helpers import in_sandbox
+from typer.testing import CliRunner
 
+from overture.cli.main import app
 from overture.config import TasksConfig
-from overture.tasks.grading import Grade, grade
+from overture.tasks.grading import grade
 from overture.tasks.snapshots import starting_base
-from overture.tasks.spec import Task
+from overture.tasks.spec import Task, write_tasks
+
+PACKAGE_INIT = "numbers_kit/__init__.py"
 
 FORGE_EVERY_REPORT = '''
 import gc
@@ -73,6 +83,27 @@ for _name in os.listdir("/proc/self/fd"):
 '''
 
 ATTACKS = {
+    "_NodeReporter.append_failure patched": (
+        "from _pytest import junitxml\n"
+        "junitxml._NodeReporter.append_failure = junitxml._NodeReporter.append_pass\n"
+        "junitxml._NodeReporter.append_error = junitxml._NodeReporter.append_pass\n"
+    ),
+    "atexit rewriting the JUnit file in argv": (
+        "import atexit, sys\n\n\n"
+        "def _rewrite():\n"
+        "    for arg in sys.argv:\n"
+        "        if arg.startswith('--junitxml='):\n"
+        "            with open(arg.split('=', 1)[1], 'w') as out:\n"
+        "                out.write('<testsuites><testsuite/></testsuites>')\n\n\n"
+        "atexit.register(_rewrite)\n"
+    ),
+    "patching pluggy's hook calls": (
+        "import pluggy._callers\n"
+        "_call = pluggy._callers._multicall\n\n\n"
+        "def _multicall(hook_name, *args, **kwargs):\n"
+        "    return _call(hook_name, *args, **kwargs)\n\n\n"
+        "pluggy._callers._multicall = _multicall\n"
+    ),
     "Function.runtest patched": (
         "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n"
     ),
@@ -110,20 +141,6 @@ ATTACKS = {
 
 HARMLESS = {
     "reading the report pipe away": READ_EVERY_PIPE,  # reopening a pipe through /proc is refused
-    "_NodeReporter.append_failure patched": (
-        "from _pytest import junitxml\n"
-        "junitxml._NodeReporter.append_failure = junitxml._NodeReporter.append_pass\n"
-        "junitxml._NodeReporter.append_error = junitxml._NodeReporter.append_pass\n"
-    ),
-    "atexit rewriting the JUnit file in argv": (
-        "import atexit, sys\n\n\n"
-        "def _rewrite():\n"
-        "    for arg in sys.argv:\n"
-        "        if arg.startswith('--junitxml='):\n"
-        "            with open(arg.split('=', 1)[1], 'w') as out:\n"
-        "                out.write('<testsuites><testsuite/></testsuites>')\n\n\n"
-        "atexit.register(_rewrite)\n"
-    ),
     "sys.exit at import": "import sys\nsys.exit(0)\n",
     "printing the witness's line format": (
         "import sys\nsys.stdout.write('0 {\"event\":\"end\",\"exitstatus\":0} ' + '0' * 64 + '\\n')\n"
@@ -145,14 +162,81 @@ EXTRA_FILES = {
 }
 
 
-def _graded_with(task: Task, init: str, extra: dict[str, str] | None = None) -> Grade:
-    async def body(box):
-        box.files.write_text("numbers_kit/__init__.py", init)
-        for path, text in (extra or {}).items():
-            box.files.write_text(path, text)
-        return await grade(task, box, TasksConfig(test_timeout_s=60))
+FIX_WITH_FORGER = "the reference fix with the forger beside it"
 
-    return in_sandbox(starting_base(task), body)
+
+def _file_diff(path: str, old: str | None, new: str) -> str:
+    """A `patch -p1` diff that turns `old` (None: no such file) into `new`."""
+    before = old.splitlines(keepends=True) if old is not None else []
+    return "".join(difflib.unified_diff(
+        before, new.splitlines(keepends=True), f"a/{path}" if old is not None else "/dev/null", f"b/{path}"
+    ))  # fmt: skip
+
+
+def _attack_patch(task: Task, init: str, extra: dict[str, str]) -> str:
+    base = starting_base(task)
+    return _file_diff(PACKAGE_INIT, (base / PACKAGE_INIT).read_text(), init) + "".join(
+        _file_diff(path, None, text) for path, text in extra.items()
+    )
+
+
+@pytest.fixture(scope="module")
+def graded_through_the_cli(numbers_task_set, tmp_path_factory) -> dict[str, dict]:
+    """Every attack (and the harmless ones) graded by one `overture tasks grade` run: name → report."""
+    task = numbers_task_set[1][0]
+    patches = {name: _attack_patch(task, init, EXTRA_FILES.get(name, {})) for name, init in
+               {**ATTACKS, **HARMLESS}.items()}  # fmt: skip
+    patches[FIX_WITH_FORGER] = task.patch + _attack_patch(
+        task, ATTACKS["hook wrapper through the Config found with gc"], {}
+    )
+    ids = {name: f"{task.instance_id}--{number}" for number, name in enumerate(patches)}
+    folder = tmp_path_factory.mktemp("tampering")
+    copies = [dataclasses.replace(task, instance_id=instance_id) for instance_id in ids.values()]
+    task_file = write_tasks(folder / "tasks.jsonl", copies)
+    predictions = folder / "predictions.jsonl"
+    predictions.write_text("".join(
+        json.dumps({"instance_id": ids[name], "model_patch": patch, "model_name_or_path": name}) + "\n"
+        for name, patch in patches.items()
+    ))  # fmt: skip
+    result = CliRunner().invoke(
+        app, ["tasks", "grade", str(task_file), "--predictions", str(predictions), "--jobs", "2",
+              "--set", "tasks.test_timeout_s=60"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    *reports, summary = (json.loads(line) for line in result.stdout.strip().splitlines())
+    assert summary["graded"] == len(patches) and summary["malformed"] == []
+    return {report["model_name_or_path"]: report for report in reports}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_tampering_scores_zero_with_reason_tampering(graded_through_the_cli, name):
+    report = graded_through_the_cli[name]
+    assert (report["resolution"], report["score"]) == ("tampering", 0.0), report["reason"]
+    assert report["reason"].startswith("tampering: ")
+
+
+def test_each_tripwire_names_what_it_saw(graded_through_the_cli):
+    patched = graded_through_the_cli["_NodeReporter.append_failure patched"]["reason"]
+    assert "pytest's own code was changed during the run: " in patched
+    assert "_pytest.junitxml._NodeReporter.append_error" in patched
+    assert "_pytest.junitxml._NodeReporter.append_failure" in patched
+    rewritten = graded_through_the_cli["atexit rewriting the JUnit file in argv"]["reason"]
+    assert rewritten == "tampering: the JUnit report was rewritten after the session ended"
+    pluggy = graded_through_the_cli["patching pluggy's hook calls"]["reason"]
+    assert "pluggy._callers._multicall" in pluggy
+
+
+@pytest.mark.parametrize("name", sorted(HARMLESS))
+def test_attacks_on_what_grading_does_not_read_change_nothing(graded_through_the_cli, name):
+    report = graded_through_the_cli[name]
+    assert (report["resolution"], report["score"]) == ("none", 0.0), report["reason"]
+    assert not any(outcome == "PASSED" for outcome in report["FAIL_TO_PASS"].values())
+
+
+def test_a_fix_with_the_forger_beside_it_still_earns_nothing(graded_through_the_cli):
+    report = graded_through_the_cli[FIX_WITH_FORGER]
+    assert (report["resolution"], report["score"]) == ("tampering", 0.0)
+    assert "the canary that must fail came back PASSED" in report["reason"]
 
 
 def _fix(task: Task):
@@ -161,22 +245,6 @@ def _fix(task: Task):
         return await grade(task, box, TasksConfig(test_timeout_s=60))
 
     return body
-
-
-@pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_tampering_scores_zero_with_reason_tampering(numbers_task_set, name):
-    task = numbers_task_set[1][0]
-    graded = _graded_with(task, ATTACKS[name], EXTRA_FILES.get(name))
-    assert (graded.resolution, graded.score) == ("tampering", 0.0), graded.reason
-    assert graded.reason.startswith("tampering: ")
-
-
-@pytest.mark.parametrize("name", sorted(HARMLESS))
-def test_attacks_on_what_grading_no_longer_reads_change_nothing(numbers_task_set, name):
-    task = numbers_task_set[1][0]
-    graded = _graded_with(task, HARMLESS[name])
-    assert (graded.resolution, graded.score) == ("none", 0.0), graded.reason
-    assert graded.f2p_passed == []
 
 
 def test_the_canaries_come_back_as_they_must_and_are_not_outcomes(numbers_task_set):
@@ -188,17 +256,3 @@ def test_the_canaries_come_back_as_they_must_and_are_not_outcomes(numbers_task_s
     assert all(outcome == "PASSED" or test.endswith("test_mean_of_strings") for test, outcome
                in graded.outcomes.items()), graded.outcomes  # fmt: skip
     assert graded.outcomes["tests/test_core.py::test_mean_of_strings"] == "XFAIL"
-
-
-def test_a_fix_with_the_forger_beside_it_still_earns_nothing(numbers_task_set):
-    task = numbers_task_set[1][0]
-
-    async def body(box):
-        assert (await box.exec("patch -p1 -s", stdin=task.patch.encode())).exit_code == 0
-        forger = ATTACKS["hook wrapper through the Config found with gc"]
-        box.files.write_text("numbers_kit/__init__.py", forger)
-        return await grade(task, box, TasksConfig(test_timeout_s=60))
-
-    graded = in_sandbox(starting_base(task), body)
-    assert (graded.resolution, graded.score) == ("tampering", 0.0)
-    assert graded.canaries["fail"] == "PASSED"

@@ -45,7 +45,8 @@ def _honest(test_outcome: str = "passed") -> list[dict]:
         *_phases(TEST, test_outcome),
         *_phases(TEST, "passed", "pass"),
         *_phases(TEST, "failed", "error", failed_when="setup"),
-        {"event": "end", "exitstatus": 0},
+        {"event": "end", "exitstatus": 0, "changed": []},
+        {"event": "exit", "report_rewritten": False},
     ]
 
 
@@ -72,13 +73,22 @@ def _swap_fail_canary(records: list[dict]) -> list[dict]:
         (_report(_honest())[:-1], "middle of a line"),
         (b"".join(_line(s, r) for s, r in enumerate(_honest()) if s != 3), "came where record 3 belongs"),
         (b"".join(_line(s, r, b"x" * 32) for s, r in enumerate(_honest())), "is not the witness's"),
-        (_report(_honest()[:-1]), "stops before the session's end"),
+        (_report(_honest()[:-2]), "stops before the session's end"),
+        (_report(_honest()[:-1]), "stops before the process's exit"),
+        (_report([*_honest()[:-1], _honest()[-2], _honest()[-1]]), "stops before the process's exit"),
+        (_report([*_honest(), {"event": "start"}]), "does not begin"),
+        (
+            _report([*_honest()[:-2], {"event": "end", "changed": ["_pytest.junitxml._NodeReporter.f"]},
+                     _honest()[-1]]),
+            "pytest's own code was changed during the run: _pytest.junitxml._NodeReporter.f",
+        ),
+        (_report([*_honest()[:-1], {"event": "exit", "report_rewritten": True}]), "JUnit report was"),
         (_report(_honest()[1:]), "does not begin"),
         (_report(_swap_fail_canary(_honest())), "the canary that must fail came back PASSED"),
         (_report([r for r in _honest() if r.get("canary") != "error"]), "must error came back without"),
         (_report([r for r in _honest() if r.get("event") != "canaries"]), "were not all run"),
-        (_report([*_honest()[:-1], {"id": 3}, _honest()[-1]]), "without id, phase or outcome"),
-        (_report([*_honest()[:-1], {**_honest()[3], "canary": "x"}, _honest()[-1]]), "role that does not"),
+        (_report([*_honest()[:-2], {"id": 3}, *_honest()[-2:]]), "without id, phase or outcome"),
+        (_report([*_honest()[:-2], {**_honest()[3], "canary": "x"}, *_honest()[-2:]]), "role that does not"),
     ],
 )
 def test_a_report_that_is_not_whole_or_whose_canaries_turned_is_tampering(report, reason):
@@ -94,7 +104,10 @@ def test_overflow_is_tampering_and_no_report_at_all_is_a_failure_without_verdict
 
 
 def test_a_run_without_outcomes_needs_no_canaries():
-    records = [{"event": "start"}, {"event": "canaries", "placed": {}, "problem": ""}, {"event": "end"}]
+    records = [
+        {"event": "start"}, {"event": "canaries", "placed": {}, "problem": ""},
+        {"event": "end", "changed": []}, {"event": "exit", "report_rewritten": False},
+    ]  # fmt: skip
     run = read_report(_report(records), False, KEY, RESULT)
     assert (run.outcomes, run.tampering, run.failure) == ({}, "", "")
 

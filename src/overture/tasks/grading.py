@@ -34,12 +34,15 @@ there. What grading relies on, and what is caught:
 - nothing of the workspace runs before the witness: it is loaded with `-p` from the sandbox's
   private `/tmp` under a random name, and what could run earlier (conftest files, configuration,
   `.pth` files, new top-level modules that shadow pytest's dependencies) is restored above;
-- the witness's report is a pipe, not a file: nothing on disk or in argv to rewrite (the JUnit
-  atexit rewrite and patched `_pytest.junitxml` have nothing to act on), records cannot be
-  taken back, and reopening the pipe through `/proc` to read them away is refused by the kernel;
+- the witness's report is a pipe, not a file: records cannot be taken back, and reopening the
+  pipe through `/proc` to read them away is refused by the kernel;
 - lines written to the pipe by anyone else lack the per-run key's MAC, a record read away leaves
   a gap in the numbering, a process killed or exited early (`os._exit`, a killed parent) leaves
-  no `end`: each is `tampering`;
+  no `end` or `exit`: each is `tampering`;
+- tripwires for attacks on what grading does not read: code of pytest or pluggy changed during
+  the session (a monkeypatched `_pytest.junitxml._NodeReporter`, `_multicall`), and the JUnit
+  report named in argv — never read for outcomes — rewritten after the session (an `atexit`
+  hook) are `tampering` too;
 - three canaries — clones of the task's own tests (FAIL_TO_PASS first) with the same node id,
   function and fixtures, one that must pass, one fail, one error — run among the tests; whatever
   makes failing tests pass (patched `Function.runtest` or `TestReport`, hook wrappers registered

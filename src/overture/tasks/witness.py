@@ -1,24 +1,25 @@
 """A graded pytest run whose outcomes come from a witness the code under test cannot silence or fool.
 
 `run_witnessed` runs the files of a task's tests with `overture.tasks.witness_plugin` loaded (its
-docstring says how it reports and how its canaries imitate the run's tests). The grader makes a
-32-byte key per run and hands it, with the test ids the canaries should imitate (the task's
-FAIL_TO_PASS first: those are what a forger must forge), to the plugin through a pipe it fills and
-closes before the command starts; the plugin's records come back through a second pipe the grader
-reads while the command runs. No file is named on the command line and no JUnit report is written, so
-there is nothing on disk to rewrite.
+docstring says how it reports, how its canaries imitate the run's tests, and what its tripwires
+watch). The grader makes a 32-byte key per run and hands it, with the test ids the canaries should
+imitate (the task's FAIL_TO_PASS first: those are what a forger must forge), to the plugin through
+a pipe it fills and closes before the command starts; the plugin's records come back through a
+second pipe the grader reads while the command runs. Outcomes are never read from disk: the JUnit
+report the command asks for, in its private folder, is only a tripwire.
 
 `read_report` trusts the records only when every line carries the key's MAC and its number in
-sequence, the first is `start`, the last is `end` (nothing after it), and — when any test has an
-outcome — the three canaries were placed and came back as they must: `pass` PASSED, `fail` FAILED,
-`error` ERROR. Anything else is tampering: a line that is not the witness's (someone wrote to the
-pipe), a record missing (someone read it away), a report that stops short (the process died or was
-made to exit), or a canary turned. A run that produced no record at all (the plugin could not
-start: a test command that is not pytest, say) and canaries the plugin could not place are
-failures without a verdict, not tampering. Each test's status is made from its phases as the
-JUnit report would: ERROR when setup or teardown failed, FAILED when the call failed, XFAIL or
-SKIPPED when skipped (as an expected failure or not), PASSED when the call passed (a
-non-strict XPASS too).
+sequence, the first is `start`, `end` comes once and the last is `exit`, neither tripwire was
+touched (no code of pytest or pluggy changed during the session, the JUnit report not rewritten
+after it), and — when any test has an outcome — the three canaries were placed and came back as
+they must: `pass` PASSED, `fail` FAILED, `error` ERROR. Anything else is tampering: a line that is
+not the witness's (someone wrote to the pipe), a record missing (someone read it away), a report
+that stops short (the process died or was made to exit), a tripwire, or a canary turned. A run
+that produced no record at all (the plugin could not start: a test command that is not pytest, say)
+and canaries the plugin could not place are failures without a verdict, not tampering. Each test's
+status is made from its phases as the JUnit report would: ERROR when setup or teardown failed,
+FAILED when the call failed, XFAIL or SKIPPED when skipped (as an expected failure or not), PASSED
+when the call passed (a non-strict XPASS too).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def witness_command(
         "trap 'rm -rf \"$folder\"' EXIT; "
         f'export PYTHONPATH="$folder${{PYTHONPATH:+:$PYTHONPATH}}" {FDS_VARIABLE}={orders_fd},{report_fd}; '
     )
-    return shell_command(f"{test_cmd} -p {module} {WITNESS_FLAGS}", targets, setup)
+    decoy = '--junitxml="$folder/report.xml"'  # the plugin's DECOY_REPORT
+    return shell_command(f"{test_cmd} -p {module} {WITNESS_FLAGS} {decoy}", targets, setup)
 
 
 class _Collector(asyncio.Protocol):
@@ -227,8 +229,16 @@ def read_report(data: bytes, overflow: bool, key: bytes, result: ExecResult) -> 
     if events[0] != "start" or events.count("start") != 1:
         run.tampering = "the report does not begin with the witness's start"
         return run
-    if events[-1] != "end" or events.count("end") != 1:
-        run.tampering = f"the report stops before the session's end ({exit_note})"
+    if "end" not in events or events[-1] != "exit" or events.count("end") != 1 or events.count("exit") != 1:
+        ended = "the session's end" if "end" not in events else "the process's exit"
+        run.tampering = f"the report stops before {ended} ({exit_note})"
+        return run
+    end, exit_record = records[events.index("end")], records[-1]
+    if end.get("changed"):
+        run.tampering = f"pytest's own code was changed during the run: {', '.join(map(str, end['changed']))}"
+        return run
+    if exit_record.get("report_rewritten"):
+        run.tampering = "the JUnit report was rewritten after the session ended"
         return run
     placed_by: dict[str, str] = {}
     problem = ""
