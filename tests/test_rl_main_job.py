@@ -42,7 +42,8 @@ from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import RunDir, read_metrics
 from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
 from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
-from overture.text import Tokenizer, builtin_corpus_texts
+from overture.text import Tokenizer, corpus_texts
+from overture.text.corpus import corpus_documents
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "smoke.toml"
@@ -108,11 +109,11 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
 def test_the_warmup_corpus_never_holds_a_heldout_repository():
     config = load_config(REPO / "configs" / "tiny.toml", ['tasks.heldout_repos=["statbox"]'])
     assert heldout_repo_folders(config) == [f"{REPOS_FOLDER}/statbox"]
-    corpus = builtin_corpus_texts(heldout_repo_folders(config))
+    corpus = corpus_texts(config.tokenizer.corpus, heldout_repo_folders(config))
     statbox = [path.read_text() for path in bundled_repo("statbox").rglob("*.py")]
-    ledger = [path.read_text() for path in bundled_repo("ledger").rglob("*.py")]
     assert statbox and not any(text in corpus for text in statbox)
-    assert all(text in corpus for text in ledger)  # train repositories stay
+    ledger = [d.text for d in corpus_documents() if d.path.startswith(f"{REPOS_FOLDER}/ledger/")]
+    assert ledger and all(text in corpus for text in ledger)  # train repositories stay
 
 
 def test_the_warmup_corpus_appends_the_demonstrations_tokens_and_holds_out_every_tenth():

@@ -1,4 +1,4 @@
-"""Tests of overture.text.tokenizer and the built-in corpus, on real trained tokenizers."""
+"""Tests of overture.text.tokenizer, on real trained tokenizers (the default one on the frozen corpus)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ import pytest
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from overture.tasks import REPOS_FOLDER, bundled_repos
 from overture.text import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerError,
     ToolCall,
-    builtin_corpus_texts,
     render_assistant,
     render_system,
     render_tool_responses,
@@ -269,30 +267,7 @@ def test_vocab_size_below_the_byte_alphabet_is_refused() -> None:
         Tokenizer.train(["abc"], vocab_size=100)
 
 
-def test_builtin_corpus_is_deterministic_and_holds_source_and_chats() -> None:
-    texts = builtin_corpus_texts()
-    assert texts == builtin_corpus_texts()
-    this_module = (Path(__file__).parents[1] / "src/overture/text/tokenizer.py").read_text()
-    assert this_module in texts
-    chats = [t for t in texts if t.startswith("<|im_start|>system")]
-    assert chats and all("<tool_call>" in t and "<tool_response>" in t for t in chats)
-
-
-def test_builtin_corpus_leaves_out_excluded_folders_from_sources_and_chats() -> None:
-    repo_files = [path for repo in bundled_repos() for path in repo.rglob("*.py")]
-    full, without = builtin_corpus_texts(), builtin_corpus_texts([REPOS_FOLDER])
-    assert all(path.read_text() in full for path in repo_files)
-    assert not any(path.read_text() in without for path in repo_files)
-
-    def chats_quoting_repos(texts: list[str]) -> list[str]:
-        quoted = f"src/overture/{REPOS_FOLDER}/"
-        return [t for t in texts if t.startswith("<|im_start|>system") and quoted in t]
-
-    assert chats_quoting_repos(full) and not chats_quoting_repos(without)
-    assert builtin_corpus_texts([REPOS_FOLDER + "/"]) == without
-
-
-def test_default_tokenizer_trains_on_the_builtin_corpus() -> None:
+def test_default_tokenizer_trains_on_the_frozen_corpus() -> None:
     tok = train_default_tokenizer(vocab_size=1024)
     assert tok.vocab_size <= 1024
     assert [tok.token_id(s) for s in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))

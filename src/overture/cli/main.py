@@ -41,7 +41,7 @@ def pretrain(
     set_: Overrides = None,
     overwrite: Overwrite = False,
 ) -> None:
-    """Language-model warm-up of the policy on the corpus overture ships (the demo until RL lands).
+    """Language-model warm-up of the policy on the frozen corpus overture ships.
 
     `--set parallel.nproc=N` trains on N processes (as Ray actors with runtime.ray = true).
     """

@@ -157,7 +157,8 @@ def solve(
     tasks = [task for task in read_tasks(task_file) if split is None or task.split == split]
     tasks = tasks[:limit] if limit is not None else tasks
     run_config = load_config(config, set_ or [])
-    tokenizer = train_default_tokenizer(run_config.tokenizer.vocab_size, run_config.tokenizer.identifiers)
+    settings = run_config.tokenizer
+    tokenizer = train_default_tokenizer(settings.vocab_size, settings.identifiers, settings.corpus)
 
     results = _run_on_tasks(
         run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,

@@ -100,6 +100,12 @@ class TokenizerConfig(Section):
         None, description="directory holding tokenizer.json; unset = train the built-in BPE"
     )
     vocab_size: int = Field(4096, gt=256, description="size of the BPE trained when path is unset")
+    corpus: str = Field(
+        "v1",
+        pattern=r"^v[0-9]+$",
+        description="version of the frozen corpus (shipped data) the BPE is trained on when path is unset, "
+        "and the language-model warm-up reads",
+    )
     identifiers: bool = Field(
         False,
         description="the BPE trained when path is unset pre-tokenizes Python names whole, so that "
@@ -143,7 +149,7 @@ class TrainingConfig(Section):
 
 class LMWarmupConfig(Section):
     """`overture train`'s language-model warm-up before SFT: next-token training (`overture
-    pretrain`) on the corpus overture ships, every token of the demonstrations SFT trains on and
+    pretrain`) on the frozen corpus overture ships, every token of the demonstrations SFT trains on and
     the edit drills cut from them, in the sub-run `RUN/lm-warmup/`; SFT starts from it."""
 
     steps: int = Field(0, ge=0, description="optimizer steps; 0 = no warm-up, SFT starts from scratch")

@@ -4,11 +4,12 @@ Phases, each calling the component that owns it:
 
 1. tasks — `job_tasks.load_task_set` (bundled repositories, synthesized once and cached, or a
    task file), split into train and held-out;
-2. tokenizer — `setup.load_tokenizer`, as `pretrain` and `sft` do, saved as `RUN/tokenizer.json`
-   and read back from there on resume and by the sub-runs;
+2. tokenizer — `setup.run_tokenizer`, as `pretrain` and `sft` do: saved as `RUN/tokenizer.json`
+   with its record, read back from there on resume (refused when the config gives another) and by
+   the sub-runs;
 3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
    `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
-   the corpus overture ships, less the held-out repositories' source (`tasks.heldout_repos`: a
+   the frozen corpus overture ships, less the held-out repositories' source (`tasks.heldout_repos`: a
    held-out repository is code the model has never seen; the held-out functions of the other
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
@@ -99,7 +100,7 @@ from overture.rl.orchestrator import LocalEngine
 from overture.rl.pretrain import pretrain
 from overture.rl.rl_phase import RL_COUNTS, RLPhase, rl_totals
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
-from overture.rl.setup import load_tokenizer
+from overture.rl.setup import run_tokenizer
 from overture.rl.sft import sft, split_held_out
 from overture.rl.trainer import Trainer
 from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
@@ -108,7 +109,6 @@ from overture.tasks.drills import edit_drills
 from overture.tasks.search_drills import search_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
-from overture.text.tokenizer import TOKENIZER_FILE
 
 
 def _drop_records_after(run_path: Path, step: int) -> None:
@@ -163,14 +163,9 @@ class MainJob:
 
     def _tokenizer(self) -> Tokenizer:
         """The job's tokenizer, saved in the run directory when the job starts and read back from
-        there on resume: the default BPE is trained on overture's own source, so a resume under
-        another version of the package would otherwise read the job's demonstrations and
-        checkpoints with other token ids. The sub-runs read it from there too."""
-        if (self.run_dir.path / TOKENIZER_FILE).is_file():
-            return Tokenizer.from_dir(self.run_dir.path)
-        tokenizer = load_tokenizer(self.config)
-        tokenizer.save(self.run_dir.path)
-        return tokenizer
+        there on resume (refused when the config now gives another: `setup.run_tokenizer`). The
+        sub-runs read it from there too."""
+        return run_tokenizer(self.config, self.run_dir.path, self.resume)
 
     # ------------------------------------------------------------------ phases
 

@@ -40,10 +40,10 @@ from overture.engine import Engine
 from overture.model import CausalLMOutput, Transformer, load_pretrained
 from overture.model.devices import resolve_device
 from overture.rl.run_dir import RunDir
-from overture.rl.setup import build_model, load_tokenizer
+from overture.rl.setup import build_model, load_tokenizer, run_tokenizer
 from overture.rl.sft import prepare_run_dir, silent
 from overture.rl.trainer import Trainer, check_sharded_training
-from overture.text import Tokenizer, builtin_corpus_texts
+from overture.text import Tokenizer, corpus_texts
 
 SAMPLE_PROMPT = "def "
 
@@ -183,8 +183,8 @@ def pretrain_rank(
     training = config.training
     started = time.time()
 
-    tokenizer = load_tokenizer(config)
-    texts = builtin_corpus_texts(corpus_exclude)
+    tokenizer = run_tokenizer(config, run.path, resume=False) if run is not None else load_tokenizer(config)
+    texts = corpus_texts(config.tokenizer.corpus, corpus_exclude)
     data = corpus_tokens(tokenizer, texts, documents=documents, train_only=train_documents)
     model = build_model(config, tokenizer, device)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"

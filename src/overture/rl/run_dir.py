@@ -1,7 +1,9 @@
 """The run directory every training command writes: resolved config, metrics, TensorBoard, checkpoints.
 
 Layout (DESIGN.md decision 8): `OUTPUT_DIR/NAME/{config.toml, metrics.jsonl, tb/, checkpoints/,
-trajectories/}`. Each metrics record is one JSON line with the step and the wall-clock time.
+trajectories/}`, and the run's tokenizer with its record (`tokenizer.json`, `tokenizer_record.json`:
+`overture.rl.setup.run_tokenizer`). Each metrics record is one JSON line with the step and the
+wall-clock time.
 """
 
 from __future__ import annotations

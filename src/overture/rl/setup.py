@@ -1,29 +1,104 @@
-"""Building what every training job starts from: the tokenizer and the policy a config names."""
+"""Building what every training job starts from: the tokenizer and the policy a config names,
+and the tokenizer a run keeps as its own.
+
+A run saves its tokenizer in its directory (`tokenizer.json`) with `tokenizer_record.json`: the
+tokenizer's fingerprint and where it came from — the frozen corpus (version and SHA-256) and the
+BPE's settings, or the directory it was read from. A resumed run reads its own tokenizer back and
+is refused when its config now gives another; readers (the viewer) check the saved file against
+the record. A run's token ids are never re-derived behind its back.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from overture.config import RunConfig
 from overture.model import Transformer, load_pretrained
-from overture.text import Tokenizer, train_default_tokenizer
+from overture.text import Tokenizer, corpus_sha256, train_default_tokenizer
 from overture.text.tokenizer import TOKENIZER_FILE
+
+TOKENIZER_RECORD_FILE = "tokenizer_record.json"
+
+
+class TokenizerMismatch(ValueError):
+    """A run whose own tokenizer is not the one asked for, or not the one it recorded."""
 
 
 def load_tokenizer(config: RunConfig) -> Tokenizer:
     """`tokenizer.path` when set; else the tokenizer saved with the `model.path` checkpoint; else
-    the byte-level BPE trained on the shipped corpus.
-
-    The default BPE is trained on overture's own source, so another version of the package gives
-    other token ids: a checkpoint is always read with the tokenizer it was trained with.
-    """
+    the byte-level BPE trained on the frozen corpus `tokenizer.corpus` (the same ids whatever
+    version of the package trains it)."""
     if config.tokenizer.path:
         return Tokenizer.from_dir(config.tokenizer.path)
     if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
         return Tokenizer.from_dir(config.model.path)
-    return train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.identifiers)
+    tokens = config.tokenizer
+    return train_default_tokenizer(tokens.vocab_size, tokens.identifiers, tokens.corpus)
+
+
+def tokenizer_record(config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
+    """What a run records of its tokenizer (see the module docstring)."""
+    settings = config.tokenizer
+    record: dict[str, Any] = {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size}
+    if settings.path:
+        return {**record, "from": "tokenizer.path", "path": settings.path}
+    if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
+        return {**record, "from": "model.path", "path": config.model.path}
+    corpus = {"version": settings.corpus, "sha256": corpus_sha256(settings.corpus)}
+    return {**record, "from": "corpus", "corpus": corpus, "identifiers": settings.identifiers}
+
+
+def run_tokenizer(config: RunConfig, run_path: Path, resume: bool) -> Tokenizer:
+    """The run's own tokenizer: a new run saves `load_tokenizer(config)` and its record in
+    `run_path`; a resumed run that saved one reads it back, and is refused (`TokenizerMismatch`)
+    when the config now gives another."""
+    wanted = load_tokenizer(config)
+    if resume and (run_path / TOKENIZER_FILE).is_file():
+        own = Tokenizer.from_dir(run_path)
+        if own.fingerprint != wanted.fingerprint:
+            raise TokenizerMismatch(
+                f"{run_path / TOKENIZER_FILE}: the run's tokenizer (fingerprint {own.fingerprint[:12]}, "
+                f"{own.vocab_size} ids) is not the one this config gives (fingerprint "
+                f"{wanted.fingerprint[:12]}, {wanted.vocab_size} ids, {_described(config)}); resume with "
+                "the run's own [tokenizer] and [model] settings"
+            )
+        return own
+    wanted.save(run_path)
+    record = tokenizer_record(config, wanted)
+    (run_path / TOKENIZER_RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return wanted
+
+
+def _described(config: RunConfig) -> str:
+    """Where the config's tokenizer comes from, in words."""
+    settings = config.tokenizer
+    if settings.path:
+        return f"tokenizer.path {settings.path}"
+    if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
+        return f"model.path {config.model.path}"
+    return f"the BPE of corpus {settings.corpus}, vocab_size {settings.vocab_size}"
+
+
+def check_saved_tokenizer(directory: Path) -> Tokenizer:
+    """The tokenizer a run saved in `directory`, checked against its record when it has one;
+    `TokenizerMismatch` when they differ."""
+    tokenizer = Tokenizer.from_dir(directory)
+    record_file = directory / TOKENIZER_RECORD_FILE
+    if record_file.is_file():
+        try:
+            recorded = json.loads(record_file.read_text()).get("fingerprint")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise TokenizerMismatch(f"{record_file}: not a tokenizer record: {exc}") from None
+        if recorded != tokenizer.fingerprint:
+            raise TokenizerMismatch(
+                f"{directory / TOKENIZER_FILE} is not the tokenizer the run recorded "
+                f"(fingerprint {tokenizer.fingerprint[:12]}, recorded {str(recorded)[:12]})"
+            )
+    return tokenizer
 
 
 def build_model(config: RunConfig, tokenizer: Tokenizer, device: torch.device) -> Transformer:

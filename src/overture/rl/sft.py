@@ -37,7 +37,7 @@ from overture.rl.demonstrations import demonstration_samples, read_demonstration
 from overture.rl.repeat_recovery import insert_repeats
 from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
-from overture.rl.setup import build_model, load_tokenizer
+from overture.rl.setup import build_model, load_tokenizer, run_tokenizer
 from overture.rl.trainer import Trainer, check_sharded_training
 from overture.tasks.drills import edit_drills
 from overture.tasks.search_drills import search_drills
@@ -199,7 +199,7 @@ def sft_rank(
     checkpoints = run_path / "checkpoints"
     training, settings = config.training, config.sft
     started = time.time()
-    tokenizer = load_tokenizer(config)
+    tokenizer = run_tokenizer(config, run.path, resume) if run is not None else load_tokenizer(config)
     records, source = load_demonstration_records(config)
     samples = demonstration_samples(tokenizer, records, training.seq_len, source)
     train, held_out = split_held_out(samples, settings.val_fraction)

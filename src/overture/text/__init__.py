@@ -18,18 +18,26 @@ from overture.text.chat import (
     render_user,
 )
 from overture.text.conversation import Conversation, ConversationError, Turn
-from overture.text.corpus import builtin_corpus_texts, train_default_tokenizer
+from overture.text.corpus import (
+    DEFAULT_CORPUS,
+    CorpusError,
+    corpus_sha256,
+    corpus_texts,
+    train_default_tokenizer,
+)
 from overture.text.listing import NUMBERED_LINE, numbered_lines
 from overture.text.markers import REQUIRED_TOKENS, SPECIAL_TOKENS
 from overture.text.tokenizer import Tokenizer, TokenizerError
 from overture.text.tool_calls import MalformedCall, ParsedTurn, ToolCall, parse_assistant
 
 __all__ = [
+    "DEFAULT_CORPUS",
     "NUMBERED_LINE",
     "REQUIRED_TOKENS",
     "SPECIAL_TOKENS",
     "Conversation",
     "ConversationError",
+    "CorpusError",
     "MalformedCall",
     "ParsedTurn",
     "Piece",
@@ -37,7 +45,8 @@ __all__ = [
     "TokenizerError",
     "ToolCall",
     "Turn",
-    "builtin_corpus_texts",
+    "corpus_sha256",
+    "corpus_texts",
     "numbered_lines",
     "parse_assistant",
     "render_assistant",

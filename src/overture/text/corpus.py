@@ -1,46 +1,111 @@
-"""The built-in corpus for the from-scratch tiny tokenizer: overture's own source, plus
-chat-format conversations with tool calls so the tokenizer learns the wire format.
+"""The frozen corpus the default tokenizer and the language-model warm-up train on.
 
-Everything here is deterministic: the same installed package gives the same texts, and so
-the same tokenizer.
+A corpus is shipped data, versioned and hashed: `corpora/VERSION.jsonl.gz`, one JSON object per
+document — `path` (a `.py` file of overture as it stood when the version was made, relative to
+the package, or `conversations/NNN` for an agent conversation in the chat format), `source` (the
+file a conversation was drawn from; "" for a file) and `text`. The SHA-256 of its uncompressed
+lines is pinned in `CORPORA`: a file that does not match is refused, never used. Editing
+overture's source therefore changes no token id; a new corpus is a new version, made by
+`scripts/freeze_corpus.py` (which holds how the documents are drawn) and pinned here.
+
+`package_sources` reads the installed package's `.py` files as they are now: what a new version
+is made from, and where the warm-up reads the bundled repositories' code (task data, which
+changes only with the tasks).
 """
 
 from __future__ import annotations
 
-import random
+import functools
+import gzip
+import hashlib
+import json
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
-from typing import Any
+from pathlib import Path
 
-from overture.text.chat import render_assistant, render_system, render_tool_responses, render_user
-from overture.text.listing import numbered_lines
 from overture.text.tokenizer import Tokenizer
-from overture.text.tool_calls import ToolCall
 
-CONVERSATION_COUNT = 24
-CONVERSATION_SEED = 20250101
+# version → SHA-256 of the uncompressed JSONL. A shipped version's entry never changes.
+CORPORA = {"v1": "388a1a98ea3282944da4f7e9fbd00e03c01232af1e9380d8a192374180c673bb"}
+DEFAULT_CORPUS = "v1"
+CORPUS_FOLDER = "corpora"
 
 
-def builtin_corpus_texts(exclude: Sequence[str] = ()) -> list[str]:
-    """The source of every `.py` file of `overture` (sorted by path), then sample chats drawn
-    from them. `exclude`: folders (relative to the package, e.g. "tasks/repos") whose files are
-    left out of both."""
+class CorpusError(ValueError):
+    """A corpus version that is not shipped, or whose file is not the one pinned."""
+
+
+@dataclass(frozen=True)
+class CorpusDocument:
+    path: str
+    source: str
+    text: str
+
+
+def corpus_path(version: str) -> Path:
+    """Where the package keeps (or a new version will keep) corpus `version`."""
+    return Path(str(files("overture.text") / CORPUS_FOLDER)) / f"{version}.jsonl.gz"
+
+
+def corpus_sha256(version: str = DEFAULT_CORPUS) -> str:
+    """The pinned SHA-256 of corpus `version`; `CorpusError` when no such version is shipped."""
+    if version not in CORPORA:
+        raise CorpusError(f"tokenizer.corpus = {version!r}: no such corpus (shipped: {', '.join(CORPORA)})")
+    return CORPORA[version]
+
+
+@functools.cache
+def corpus_documents(version: str = DEFAULT_CORPUS) -> tuple[CorpusDocument, ...]:
+    """The documents of corpus `version`, in order, after checking the file against its pin."""
+    expected, path = corpus_sha256(version), corpus_path(version)
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise CorpusError(f"corpus {version}: {path} cannot be read: {exc}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise CorpusError(
+            f"corpus {version}: {path} has SHA-256 {digest}, not the pinned {expected}: the shipped "
+            "file was changed; a new corpus must be a new version (scripts/freeze_corpus.py)"
+        )
+    return tuple(CorpusDocument(**json.loads(line)) for line in data.split(b"\n")[:-1])
+
+
+def corpus_texts(version: str = DEFAULT_CORPUS, exclude: Sequence[str] = ()) -> list[str]:
+    """The texts of corpus `version`, in order. `exclude`: folders (relative to the package, e.g.
+    "tasks/repos/statbox") whose files, and the conversations drawn from them, are left out."""
     folders = tuple(folder.rstrip("/") + "/" for folder in exclude)
-    sources = [(path, text) for path, text in package_sources() if not path.startswith(folders)]
-    return [text for _, text in sources] + sample_conversations(sources)
+    return [
+        document.text
+        for document in corpus_documents(version)
+        if not document.path.startswith(folders) and not document.source.startswith(folders)
+    ]
 
 
-def train_default_tokenizer(vocab_size: int = 4096, identifiers: bool = False) -> Tokenizer:
-    """Train the project's tiny byte-level BPE on `builtin_corpus_texts()` (`identifiers`: see
-    `Tokenizer.train`)."""
-    return Tokenizer.train(builtin_corpus_texts(), vocab_size=vocab_size, identifiers=identifiers)
+def write_corpus(path: Path, documents: Sequence[CorpusDocument]) -> str:
+    """Write `documents` as a corpus file (gzip without a timestamp, so the same documents give
+    the same bytes); the SHA-256 to pin."""
+    lines = [json.dumps(asdict(document), ensure_ascii=False) + "\n" for document in documents]
+    data = "".join(lines).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb", filename="", mtime=0) as packed:
+        packed.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def train_default_tokenizer(
+    vocab_size: int = 4096, identifiers: bool = False, corpus: str = DEFAULT_CORPUS
+) -> Tokenizer:
+    """Train the project's tiny byte-level BPE on the frozen `corpus` (`identifiers`: see
+    `Tokenizer.train`): the same arguments give the same tokenizer, whatever the package's source."""
+    return Tokenizer.train(corpus_texts(corpus), vocab_size=vocab_size, identifiers=identifiers)
 
 
 def package_sources(package: str = "overture") -> list[tuple[str, str]]:
-    """`(relative path, text)` of each `.py` file under `package`, sorted by path."""
-    found = list(_python_files(files(package), ""))
-    return sorted(found)
+    """`(relative path, text)` of each `.py` file under the installed `package`, sorted by path."""
+    return sorted(_python_files(files(package), ""))
 
 
 def _python_files(folder: Traversable, prefix: str) -> Iterator[tuple[str, str]]:
@@ -51,137 +116,3 @@ def _python_files(folder: Traversable, prefix: str) -> Iterator[tuple[str, str]]
                 yield from _python_files(entry, name + "/")
         elif entry.name.endswith(".py"):
             yield name, entry.read_text(encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------- sample chats
-
-SYSTEM_PROMPT = (
-    "You are a coding agent working in a repository. Read the code before you change it, "
-    "make the smallest edit that fixes the problem, and run the tests."
-)
-
-TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "name": "read_file",
-        "description": "Read lines of a file, numbered as N|text.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "offset": {"type": "integer", "description": "first line, 1-based"},
-                "limit": {"type": "integer", "description": "at most this many lines"},
-            },
-            "required": ["path"],
-        },
-    },
-    {
-        "name": "grep",
-        "description": "Search files for a regular expression.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string"},
-                "path": {"type": "string"},
-                "glob": {"type": "string"},
-            },
-            "required": ["pattern"],
-        },
-    },
-    {
-        "name": "search_replace",
-        "description": "Replace old_string, which must occur exactly once, by new_string.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string"},
-                "old_string": {"type": "string"},
-                "new_string": {"type": "string"},
-            },
-            "required": ["file_path", "old_string", "new_string"],
-        },
-    },
-    {
-        "name": "edit_lines",
-        "description": "Replace lines start_line to end_line by new_string.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string"},
-                "start_line": {"type": "integer"},
-                "end_line": {"type": "integer"},
-                "new_string": {"type": "string"},
-            },
-            "required": ["file_path", "start_line", "end_line", "new_string"],
-        },
-    },
-    {
-        "name": "run_terminal_cmd",
-        "description": "Run a shell command in the workspace.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
-            "required": ["command"],
-        },
-    },
-]
-
-_TASKS = (
-    "The tests in {path} fail after the last change. Find the bug and fix it.",
-    "Something in {path} returns the wrong value for empty input. Please fix it.",
-    "Add a clearer error message to the function that reads {path}'s input.",
-)
-_FALLBACK_SOURCE = "def first(items):\n    return items[0] if items else None\n"
-_WORDS = ("def", "return", "raise", "self", "import", "class", "len", "None", "list")
-
-
-def sample_conversations(sources: list[tuple[str, str]] | None = None) -> list[str]:
-    """A few rendered agent conversations that use the tools on overture's own files."""
-    sources = package_sources() if sources is None else sources
-    files_with_code = [(p, t) for p, t in sources if t.strip()] or [("example.py", _FALLBACK_SOURCE)]
-    rng = random.Random(CONVERSATION_SEED)
-    return [_conversation(rng, files_with_code) for _ in range(CONVERSATION_COUNT)]
-
-
-def _conversation(rng: random.Random, sources: list[tuple[str, str]]) -> str:
-    package_path, source = rng.choice(sources)
-    path = "src/overture/" + package_path
-    lines = source.splitlines() or [""]
-    word = rng.choice(_WORDS)
-    start = rng.choice([n for n, line in enumerate(lines) if line.strip()] or [0])
-    limit = rng.randint(5, 40)
-    first = [
-        ToolCall("read_file", {"path": path, "offset": start + 1, "limit": limit}),
-        ToolCall("grep", {"pattern": rf"\b{word}\b", "path": path.rpartition("/")[0] or "."}),
-    ]
-    old = lines[start]
-    new = old.replace(word, word.upper()) if word in old else old + "  # checked"
-    by_text = ToolCall("search_replace", {"file_path": path, "old_string": old, "new_string": new})
-    line = {"start_line": start + 1, "end_line": start + 1}
-    by_line = ToolCall("edit_lines", {"file_path": path, **line, "new_string": new + "\n"})
-    second = [
-        rng.choice([by_text, by_line]),
-        ToolCall("run_terminal_cmd", {"command": "python -m pytest -q", "timeout": 120}),
-    ]
-    return "".join(
-        [
-            render_system(SYSTEM_PROMPT, TOOL_SCHEMAS),
-            render_user(rng.choice(_TASKS).format(path=path)),
-            render_assistant("I will read the file and look for related code.", first),
-            render_tool_responses([_numbered(lines, start, limit), _grep_output(path, lines, word)]),
-            render_assistant("", second) if rng.random() < 0.5 else render_assistant("Fixing it.", second),
-            render_tool_responses([f"Replaced 1 occurrence in {path}.", f"{rng.randint(3, 90)} passed"]),
-            render_assistant(f"Done: the line in {path} is fixed and the tests pass.", []),
-        ]
-    )
-
-
-def _numbered(lines: list[str], start: int, limit: int) -> str:
-    chosen = lines[start : start + limit]
-    body = numbered_lines(chosen, start + 1)
-    remaining = len(lines) - start - len(chosen)
-    return body + (f"\n... {remaining} more lines" if remaining > 0 else "")
-
-
-def _grep_output(path: str, lines: list[str], word: str) -> str:
-    hits = [f"{path}: {n}: {line}" for n, line in enumerate(lines, 1) if word in line][:10]  # as grep prints
-    return "\n".join(hits) if hits else "No matches found."

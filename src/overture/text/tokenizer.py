@@ -9,6 +9,7 @@ inserts them by id, so hostile content cannot forge a turn boundary or a tool ca
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -153,6 +154,12 @@ class Tokenizer:
     def vocab_size(self) -> int:
         """Number of ids, added tokens included."""
         return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the tokenizer's JSON: equal for tokenizers that give the same ids, however
+        they were made (trained, or read from a file)."""
+        return hashlib.sha256(self._backend.to_str().encode()).hexdigest()
 
     @property
     def im_start_id(self) -> int:

@@ -17,7 +17,8 @@ from typing import Any
 from overture.agent import Trajectory
 from overture.config import ConfigError, RunConfig, load_config
 from overture.rl.run_dir import RunDirError
-from overture.text import Tokenizer, TokenizerError, train_default_tokenizer
+from overture.rl.setup import TokenizerMismatch, check_saved_tokenizer
+from overture.text import Tokenizer, TokenizerError
 
 RL_STEP_FILE = re.compile(r"rl-step-(\d+)$")
 TRAJECTORY_FIELDS = frozenset(f.name for f in fields(Trajectory))
@@ -159,17 +160,17 @@ def _read_sources(folder: Path, metrics: list[dict[str, Any]], problems: list[st
 
 
 def find_tokenizer(path: Path, config: RunConfig | None, problems: list[str]) -> Tokenizer | None:
-    """The run's tokenizer: the one its config names, one the run saved, or the built-in BPE the
-    run trained (deterministic: the same texts and size give the same tokenizer)."""
-    candidates = [Path(config.tokenizer.path)] if config is not None and config.tokenizer.path else []
-    candidates += [path / sub for sub in SAVED_TOKENIZER_DIRS]
+    """The run's own tokenizer: the one it saved (checked against its record), else the directory
+    its config names. Never one trained here: a run's ids are read only with the tokenizer that
+    made them, and a saved tokenizer that is not the one recorded is refused, named in `problems`."""
+    candidates = [path / sub for sub in SAVED_TOKENIZER_DIRS]
+    candidates += [Path(config.tokenizer.path)] if config is not None and config.tokenizer.path else []
     for directory in candidates:
         if (directory / "tokenizer.json").is_file():
             try:
-                return Tokenizer.from_dir(directory)
-            except TokenizerError as exc:
-                problems.append(f"tokenizer: {exc}")
-    if config is not None and not config.tokenizer.path:
-        return train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.identifiers)
+                return check_saved_tokenizer(directory)
+            except (TokenizerError, TokenizerMismatch) as exc:
+                problems.append(f"tokenizer: {exc}; turns are shown as their recorded text")
+                return None
     problems.append("tokenizer: none found; turns are shown as their recorded text")
     return None
