@@ -92,15 +92,6 @@ def test_batch_masks_truncations_and_drops_zero_signal_groups():
     assert len(kept) == 4 and report.dropped_groups == 0
 
 
-def test_negative_advantages_are_scaled_and_positive_ones_kept():
-    batch = [trajectory(1.0), trajectory(0.0), trajectory(3.0), trajectory(1.0)]
-    cases = ((1.0, [0.5, -0.5, 1.0, -1.0]), (0.25, [0.5, -0.125, 1.0, -0.25]), (0.0, [0.5, 0.0, 1.0, 0.0]))
-    for scale, expected in cases:
-        rl = RLConfig(group_size=2, advantage="drgrpo", negative_advantage_scale=scale)
-        samples, _ = samples_from_trajectories(batch, rl)
-        assert [s.advantage for s in samples] == expected
-
-
 def test_interleaved_groups_are_an_error_not_wrong_advantages():
     def member(reward: float, group: str) -> Trajectory:
         sample = trajectory(reward)

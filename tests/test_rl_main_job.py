@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import load_pretrained
-from overture.rl import main_job, rl_phase
+from overture.rl import rl_phase
 from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.demonstrations import render_demonstration
 from overture.rl.job_config import (
@@ -36,7 +36,7 @@ from overture.rl.job_config import (
     sft_phase_config,
 )
 from overture.rl.job_state import JobState
-from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, practice_tasks, split_tasks
+from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
 from overture.rl.main_job import _drop_records_after, train
 from overture.rl.pretrain import corpus_tokens
 from overture.rl.run_dir import RunDir, read_metrics
@@ -211,21 +211,6 @@ def test_bad_job_configs_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"rl\.batch_groups"):
         check_job_config(smoke_config(tmp_path), make_tasks(2, 0))
     check_job_config(smoke_config(tmp_path), make_tasks(8, 0))
-    # Practice tasks are held-out ones: too few of them, or a ranking by demonstrations they lack.
-    with pytest.raises(ConfigError, match=r"rl\.task_split = 'practice' .*tasks\.heldout_task_fraction"):
-        check_job_config(smoke_config(tmp_path, "rl.task_split=practice"), make_tasks(2, 0))
-    with pytest.raises(ConfigError, match=r"rl\.task_share = 0\.5 .*rl\.task_split = 'practice'"):
-        check_job_config(smoke_config(tmp_path, "rl.task_split=practice", "rl.task_share=0.5"))
-
-
-def test_practice_tasks_are_the_held_out_tasks_left_unevaluated(tmp_path):
-    tasks = make_tasks(3, 4)
-    _, evaluated = split_tasks(tasks, smoke_config(tmp_path, "tasks.eval_size=2"))
-    practice = practice_tasks(tasks, evaluated)
-    assert [t.instance_id for t in evaluated] == ["t3", "t4"]
-    assert [t.instance_id for t in practice] == ["t5", "t6"]
-    assert [t.split for t in practice] == ["heldout", "heldout"]  # the orchestrator deals any split
-    assert practice_tasks(tasks, [t for t in tasks if t.split == "heldout"]) == []
 
 
 def test_splits_are_capped_and_an_empty_one_is_an_error(tmp_path):
@@ -338,7 +323,7 @@ def test_a_run_resumes_only_under_its_own_tasks_tokenizer_model_and_tools(tmp_pa
         "agent.tools: None in the run, ['grep'] now"  # the system turn its demonstrations hold
     ]
     # Later phases' settings may change on resume (more RL steps, another task share).
-    later = smoke_config(tmp_path, "rl.steps=5", "rl.task_share=0.5")
+    later = smoke_config(tmp_path, "rl.steps=5", "rl.temperature=0.5")
     assert resume_conflicts(smoke_config(tmp_path), later) == []
 
 
@@ -434,33 +419,12 @@ def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, ou
     assert any(not torch.equal(final[name], sft[name]) for name in final)
 
 
-def stopped_demonstrations(run: Path) -> int:
-    return len((run / "demonstrations.jsonl").read_text().splitlines())
-
-
 def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, monkeypatch):
-    # RL deals the half of the train tasks whose demonstrations the SFT checkpoint finds likeliest.
-    config = smoke_config(output_dir, "name=smoke-resume", "rl.task_share=0.5")
+    config = smoke_config(output_dir, "name=smoke-resume")
     stopped = train(config, stop_after_rl_step=1)
     assert stopped["stopped_after_rl_step"] == 1 and stopped["optimizer_steps"] == 1
     run = output_dir / "smoke-resume"
     saved = Tokenizer.from_dir(run)  # the job's tokenizer, kept in the run directory
-    chosen = json.loads((run / "job_state.json").read_text())["rl_tasks"]
-    assert (chosen["share"], chosen["tasks"], chosen["of"]) == (0.5, 4, 8) and len(set(chosen["ids"])) == 4
-    scored = [json.loads(line) for line in (run / "rl_task_losses.jsonl").read_text().splitlines()]
-    assert len(scored) == stopped_demonstrations(run) and [row["loss"] for row in scored] == sorted(
-        row["loss"] for row in scored
-    )
-    assert {row["task_id"] for row in scored if row["kept"]} <= set(chosen["ids"])
-
-    def rederived(_config):
-        raise AssertionError("a resumed job derived its tokenizer again: another package gives another")
-
-    def rescored(*_args, **_kwargs):
-        raise AssertionError("a resumed job scored the demonstrations again: it deals the tasks it chose")
-
-    monkeypatch.setattr(main_job, "load_tokenizer", rederived)
-    monkeypatch.setattr(rl_phase, "demonstration_losses", rescored)
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001"]
     checkpoint_state = json.loads((run / "checkpoints" / "step-00000001" / "state.json").read_text())
     saved_queue = checkpoint_state["extra"]["task_queue"]
@@ -481,8 +445,7 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
 
     result = runner.invoke(
         app,
-        ["train", str(SMOKE), "--set", f"output_dir={output_dir}", "--set", "name=smoke-resume", "--set",
-         "rl.task_share=0.5", "--resume"],
+        ["train", str(SMOKE), "--set", f"output_dir={output_dir}", "--set", "name=smoke-resume", "--resume"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = last_json_line(result.stdout)
@@ -494,11 +457,8 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
     assert [r["when"] for r in records if r["phase"] == "eval"] == ["before", "after"]  # not evaluated twice
     assert len(read_metrics(run / "sft")) == sft_records  # SFT was not run again
     assert saved_queue["order"] and restored_queues == [saved_queue]  # tasks dealt on from where it stood
-    assert dealt == [chosen["ids"]] and summary["tasks"]["rl"] == 4
-    for step in (1, 2):
-        lines = (run / "trajectories" / f"rl-step-{step:06d}.jsonl").read_text().splitlines()
-        assert {json.loads(line)["task_id"] for line in lines} <= set(chosen["ids"])
-    assert "rl_tasks" in summary["phase_seconds"]
+    train_ids = {task.instance_id for task in read_tasks(summary["tasks"]["source"]) if task.split == "train"}
+    assert [set(ids) for ids in dealt] == [train_ids] and summary["tasks"]["rl"] == len(train_ids) == 8
     state = json.loads((run / "checkpoints" / "step-00000002" / "state.json").read_text())
     assert state["step"] == 2 and state["policy_version"] == 2
     tasks = read_tasks(summary["tasks"]["source"])

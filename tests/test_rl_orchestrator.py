@@ -179,36 +179,12 @@ def test_task_queue_cycles_a_seeded_shuffle_and_serves_requeued_tasks_first(numb
     assert queue.next() is taken[1]
 
 
-def test_task_queue_replays_functions_whose_groups_had_signal_until_one_comes_back_solved(numbers_tasks):
-    by_function: dict[str, list] = {}
-    for task in numbers_tasks:
-        by_function.setdefault(task.function, []).append(task)
-    function, tasks = max(by_function.items(), key=lambda item: len(item[1]))
-    assert len(tasks) >= 2 and len(by_function) >= 3
-    plain = [TaskQueue(numbers_tasks, seed=7).next() for _ in range(1)]
-    queue = TaskQueue(numbers_tasks, seed=7, replay_share=1.0)
-    assert queue.next() is plain[0]  # nothing replayed yet: the shuffled order
-    queue.record(tasks[0], [0.0, 0.0])  # no signal: not replayed
-    queue.record(tasks[0], [1.0, 0.0])
-    assert [queue.next() for _ in range(2 * len(tasks))] == 2 * tasks  # each of its tasks in turn
-    other = next(t for t in numbers_tasks if t.function != function)
-    queue.record(other, [0.0, 1.0])
-    assert {queue.next().function for _ in range(4)} == {function, other.function}  # in turn
-    queue.record(tasks[1], [1.0, 1.0])  # all resolved: no longer replayed
-    assert {queue.next().function for _ in range(4)} == {other.function}
-    half = TaskQueue(numbers_tasks, seed=7, replay_share=0.5)
-    half.record(tasks[0], [1.0, 0.0])
-    dealt = [half.next().function for _ in range(200)]
-    assert 60 < dealt.count(function) < 160  # about half, plus its share of the shuffled order
-
-
 def test_task_queue_state_round_trips_through_json_and_deals_what_the_queue_would_have(numbers_tasks):
-    queue = TaskQueue(numbers_tasks, seed=7, replay_share=0.5)
+    queue = TaskQueue(numbers_tasks, seed=7)
     dealt = [queue.next() for _ in range(len(numbers_tasks) + 3)]  # into its second pass
-    queue.record(dealt[0], [1.0, 0.0])
     lost = dealt[-2:]  # e.g. the tasks of groups still in flight at a checkpoint
     state = json.loads(json.dumps(queue.state(lost)))
-    restored = TaskQueue(numbers_tasks, seed=7, replay_share=0.5)
+    restored = TaskQueue(numbers_tasks, seed=7)
     restored.restore(state)
     for task in reversed(lost):  # saved first: as if re-queued
         queue.requeue(task)
@@ -358,21 +334,6 @@ def test_dynamic_sampling_leaves_zero_signal_groups_out_and_starts_others_in_the
     assert [r.reward_mean for r in reports] == [0.5, 0.5]
     assert [r.sampled_reward_mean for r in reports] == [3 / 6, 1 / 4]
     assert [r.version for r in reports] == [1, 2]
-
-
-def test_groups_after_one_with_signal_replay_its_function(numbers_tasks):
-    # Sync, B = 1, replay_share = 1: the first group has signal, so every group after it is of
-    # its task's function; without the curriculum the next groups follow the shuffled order.
-    started = {}
-    for share in (1.0, 0.0):
-        config = run_config(staleness=0, overprovision=1.0, batch_groups=1, replay_share=share)
-        engine, trainer = CountingEngine(), CountingTrainer()
-        rollouts = ScriptedRollouts([1] * 4, engine, [(0.0, 1.0)] * 4)
-        asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(3))
-        started[share] = [group.task for group in rollouts.groups]
-    first = started[1.0][0]
-    assert all(task.function == first.function for task in started[1.0])
-    assert any(task.function != first.function for task in started[0.0])
 
 
 def test_dynamic_sampling_takes_zero_signal_groups_past_its_limit_and_is_off_by_default(numbers_tasks):

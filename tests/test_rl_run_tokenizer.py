@@ -25,7 +25,7 @@ def test_a_new_run_saves_its_tokenizer_and_where_it_came_from(tmp_path):
     record = json.loads((tmp_path / TOKENIZER_RECORD_FILE).read_text())
     assert record == {
         "fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "from": "corpus",
-        "corpus": {"version": "v1", "sha256": corpus_sha256("v1")}, "identifiers": False,
+        "corpus": {"version": "v1", "sha256": corpus_sha256("v1")},
     }  # fmt: skip
     assert tokenizer.fingerprint == train_default_tokenizer(600).fingerprint
     named = run_tokenizer(_config(tmp_path / "b", path=str(tmp_path)), tmp_path / "b", resume=False)

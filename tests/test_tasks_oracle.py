@@ -203,8 +203,8 @@ def test_a_run_with_a_failed_call_is_no_demonstration(numbers_task_set, monkeypa
     _, tasks = numbers_task_set
     planned = oracle.oracle_turns
 
-    def with_a_bad_read(task, edits, refused=None):  # the fix still lands; one read asks for a missing file
-        turns = planned(task, edits, refused)
+    def with_a_bad_read(task, edits):  # the fix still lands; one read asks for a missing file
+        turns = planned(task, edits)
         turns[1].calls.append(ToolCall("read_file", {"path": "no/such/file.py"}))
         return turns
 
@@ -241,62 +241,3 @@ def test_check_accepts_valid_tasks_and_names_broken_ones(numbers_task_set):
     assert any("already pass before the fix" in p for p in results["bad-1"])
     assert any("no reference fix" in p for p in results["bad-2"])
     assert any("does not apply" in p or "do not pass with the reference fix" in p for p in results["bad-3"])
-
-
-def test_a_share_of_demonstrations_recover_from_a_refused_edit(numbers_task_set):
-    """With `tasks.oracle_refusals`, the oracle's edit is refused once (a line cut short), then
-    made right; the refused turn is context in the demonstration, never a target."""
-    _, tasks = numbers_task_set
-    results = _solve(tasks, config(oracle_edits="functions", oracle_refusals=1.0))
-    assert [r.why for r in results if not r.solved] == []
-    tokenizer = train_default_tokenizer()
-    for result in results:
-        trajectory, record = result.trajectory, result.demonstration
-        names = [[call["name"] for call in turn["calls"]] for turn in trajectory.turns]
-        assert names[2:4] == [["edit_lines"], ["edit_lines"]] and names[-1] == ["finish"]
-        refused, fixed = trajectory.turns[2]["calls"][0], trajectory.turns[3]["calls"][0]
-        assert refused["error"] == "tool" and "would not be valid Python" in refused["response"]
-        assert not fixed["error"] and trajectory.reward == 1.0
-        assert trajectory.metrics["edits_refused"] == 1 and trajectory.metrics["edits_applied"] == 1
-        assert fixed["arguments"]["new_string"] != refused["arguments"]["new_string"]
-        assert (fixed["arguments"]["start_line"], fixed["arguments"]["end_line"]) == (
-            refused["arguments"]["start_line"],
-            refused["arguments"]["end_line"],
-        )
-        assistant = [m for m in record["messages"] if m["role"] == "assistant"]
-        assert [m.get("train", True) for m in assistant] == [True, True, False, True, True, True]
-        assert demonstration_problem(record) is None
-        conversation = render_demonstration(tokenizer, record)
-        assert conversation.token_ids == trajectory.token_ids
-        turns = [turn for turn in conversation.turns if turn.role == "assistant"]
-        masks = [conversation.loss_mask[turn.body_start : turn.body_end] for turn in turns]
-        assert not any(masks[2]) and all(all(mask) for k, mask in enumerate(masks) if k != 2)
-
-
-def test_the_refused_edit_cuts_one_line_and_no_refusal_is_drawn_at_share_zero(numbers_task_set):
-    _, tasks = numbers_task_set
-    task = tasks[0]
-    base = starting_base(task)
-    (edit,) = plan_edits(task, base, whole_functions=True)
-    broken = oracle.edit_that_would_not_compile(edit, base, task.instance_id)
-    assert broken is not None and broken.new != edit.new
-    assert broken == oracle.edit_that_would_not_compile(edit, base, task.instance_id)  # drawn by the seed
-    old_lines, new_lines = edit.new.splitlines(), broken.new.splitlines()
-    assert len(old_lines) == len(new_lines) and old_lines[0] == new_lines[0]
-    (changed,) = [k for k, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b]
-    assert old_lines[changed].startswith(new_lines[changed])
-    assert oracle.edit_that_would_not_compile(dataclasses.replace(edit, path="notes.txt"), base, "x") is None
-    (plain,) = _solve(tasks[:1], config(oracle_edits="functions", oracle_refusals=0.0))
-    assert plain.trajectory.metrics["edits_refused"] == 0
-    assert all(m.get("train", True) for m in plain.demonstration["messages"])
-
-
-def test_a_planned_refusal_that_applies_falls_back_to_the_plain_run(numbers_task_set, monkeypatch):
-    """An edit meant to be refused that the tools apply is a failed call: that run is no
-    demonstration, and the oracle runs the task again without it."""
-    _, tasks = numbers_task_set
-    monkeypatch.setattr(oracle, "edit_that_would_not_compile", lambda edit, base, seed: edit)
-    (result,) = _solve(tasks[:1], config(oracle_edits="functions", oracle_refusals=1.0))
-    assert result.solved
-    assert all(m.get("train", True) for m in result.demonstration["messages"])
-    assert result.trajectory.metrics["edit_calls"] == 1

@@ -165,25 +165,6 @@ def test_transformers_loads_the_saved_directory(tok: Tokenizer, tmp_path: Path) 
         assert hf.convert_tokens_to_ids("<tool_call>") == tok.token_id("<tool_call>")
 
 
-NAMES = "    assert add_days(d, 1) == from_day_of_year(2024, 32)\n" * 8
-
-
-def test_identifier_pretokenizing_lets_a_name_become_one_token(tmp_path: Path) -> None:
-    by_gpt2 = Tokenizer.train([NAMES, *TRAIN_TEXTS], vocab_size=700)
-    by_name = Tokenizer.train([NAMES, *TRAIN_TEXTS], vocab_size=700, identifiers=True)
-    tokens = [by_name.decode([i]) for i in by_name.encode(" add_days(d)")]
-    assert tokens[0] == " add_days"
-    assert [by_gpt2.decode([i]) for i in by_gpt2.encode(" add_days")] == [" add", "_", "days"]
-    pieces = [by_name.decode([i]) for i in by_name.encode(NAMES)]
-    assert [piece for piece in pieces if any(c.isdigit() for c in piece)] == [" 1", "2024", " 32"] * 8
-    for text in PLAIN_SAMPLES:
-        assert by_name.decode(by_name.encode(text)) == text
-    transformers = pytest.importorskip("transformers")
-    by_name.save(tmp_path)
-    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
-    assert all(hf(text)["input_ids"] == by_name.encode(text) for text in [*PLAIN_SAMPLES, NAMES])
-
-
 def test_missing_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(TokenizerError, match=r"tokenizer\.json.*no such file"):
         Tokenizer.from_dir(tmp_path)

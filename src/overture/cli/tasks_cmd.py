@@ -158,7 +158,7 @@ def solve(
     tasks = tasks[:limit] if limit is not None else tasks
     run_config = load_config(config, set_ or [])
     settings = run_config.tokenizer
-    tokenizer = train_default_tokenizer(settings.vocab_size, settings.identifiers, settings.corpus)
+    tokenizer = train_default_tokenizer(settings.vocab_size, settings.corpus)
 
     results = _run_on_tasks(
         run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,

@@ -106,11 +106,6 @@ class TokenizerConfig(Section):
         description="version of the frozen corpus (shipped data) the BPE is trained on when path is unset, "
         "and the language-model warm-up reads",
     )
-    identifiers: bool = Field(
-        False,
-        description="the BPE trained when path is unset pre-tokenizes Python names whole, so that "
-        "`add_days` can be one token; false = GPT-2's split, which cuts names at every `_`",
-    )
 
 
 class TrainingConfig(Section):
@@ -163,12 +158,6 @@ class LMWarmupConfig(Section):
         description="also train on up to this many edit drills (overture.tasks.drills) per read "
         "listing of each demonstration: one synthesized bug shown, the edit_lines that fixes it by "
         "its line numbers; 0 = none",
-    )
-    search_drills: int = Field(
-        0,
-        ge=0,
-        description="also train on this many search drills (overture.tasks.search_drills) per "
-        "demonstration: its opening with the function renamed to a made-up name; 0 = none",
     )
     repo_code_repeats: int = Field(
         0,
@@ -228,36 +217,6 @@ class RLConfig(Section):
         description="dynamic sampling: zero-signal groups a batch may leave out; past that they join "
         "it, so a policy that solves every task or none still reaches its steps",
     )
-    replay_share: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="curriculum by function: the share of new groups drawn from the functions whose "
-        "groups had signal (some episodes resolved, some not), in turn, until a group of one comes back "
-        "all resolved; RL sharpens the functions it trains on (docs/benchmarks.md)",
-    )
-    task_share: float = Field(
-        1.0,
-        gt=0,
-        le=1,
-        description="the share of train tasks RL deals: those whose oracle demonstration the SFT "
-        "checkpoint finds likeliest (lowest loss per trained token), every function's likeliest task "
-        "before any function's second; 1 deals them all and scores none (overture.rl.task_pool)",
-    )
-    negative_advantage_scale: float = Field(
-        1.0,
-        ge=0,
-        le=1,
-        description="multiplies every negative advantage: 1 = the estimator's own; 0 learns only from "
-        "episodes better than their group (a failed edit's tokens, most of them correct code copied "
-        "from the read, are not pushed down)",
-    )
-    task_split: Literal["train", "practice"] = Field(
-        "train",
-        description="the tasks RL deals: 'train', the ones SFT's demonstrations solve, or 'practice', "
-        "the held-out tasks the evaluations leave out (past tasks.eval_size): bugs SFT never saw, as "
-        "the evaluated ones are, so RL practises the situation it is measured in",
-    )
     constant_normalizer: int = Field(
         4096, gt=0, description="loss_agg = 'constant' (Dr. GRPO): token-loss sum / (sequences x this)"
     )
@@ -292,23 +251,8 @@ class SFTConfig(Section):
         description="edit drills (overture.tasks.drills) cut per read listing of each training "
         "demonstration, trained alongside them; 0 = none",
     )
-    search_drills: int = Field(
-        0,
-        ge=0,
-        description="search drills (overture.tasks.search_drills) per training demonstration: its "
-        "opening with the function renamed to a made-up name, which can only be copied from the "
-        "report; 0 = none",
-    )
     drills_per_batch: int = Field(
-        16, gt=0, description="drills (edit and search) added to each batch of demonstrations"
-    )
-    repeats: int = Field(
-        0,
-        ge=0,
-        description="spurious repeats inserted into each training demonstration of a batch "
-        "(overture.rl.repeat_recovery): a short span of its assistant tokens copied after itself, "
-        "out of the loss, the demonstration's next token trained after it, which teaches the "
-        "policy to leave a loop; 0 = none",
+        16, gt=0, description="edit drills added to each batch of demonstrations"
     )
 
 
@@ -469,14 +413,6 @@ class TasksConfig(Section):
         "only; 'functions' = edit_lines over the whole function the change is in (the lines its "
         "read_file listed, from the def line), written out as fixed; a run whose rewrite does not "
         "solve the task (a turn cut off) is run again on the changed lines",
-    )
-    oracle_refusals: float = Field(
-        0.0,
-        ge=0.0,
-        le=1.0,
-        description="share of the oracle's demonstrations (drawn per task from the seed) that first "
-        "make their edit with one line cut short, are refused by the tools (the file would not "
-        "compile), and make it again: the refused turn shown, not trained on",
     )
 
 

@@ -78,7 +78,7 @@ def sft_phase_config(
 
 def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> None:
     """Errors (naming the key) that would otherwise surface minutes into a run; `rl_tasks`: the
-    tasks RL would deal (the train split, or the practice tasks with `rl.task_split = "practice"`)."""
+    tasks RL would deal (the train split)."""
     if config.model.path is None and config.model.max_position_embeddings < config.training.seq_len:
         raise ConfigError(
             f"model.max_position_embeddings = {config.model.max_position_embeddings} is below "
@@ -92,23 +92,11 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
     ToolSet.for_agent(config.agent)  # names only tools there are
     if config.tasks.eval_size < 1:
         raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
-    practice = config.rl.task_split == "practice"
-    if practice and config.rl.task_share < 1:
-        raise ConfigError(
-            f"rl.task_share = {config.rl.task_share:g} ranks train tasks by their oracle demonstrations; "
-            "with rl.task_split = 'practice' RL deals held-out tasks, which have none: set rl.task_share = 1"
-        )
     if rl_tasks is not None:
         try:
             check_config(config, rl_tasks)
         except ValueError as exc:
-            where = (
-                "rl.task_split = 'practice' (the held-out tasks past tasks.eval_size; raise "
-                "tasks.heldout_task_fraction for more): "
-                if practice
-                else ""
-            )
-            raise ConfigError(where + str(exc)) from None
+            raise ConfigError(str(exc)) from None
 
 
 # The settings that decide what a run's finished phases built: its task set and split, its

@@ -125,13 +125,6 @@ def split_tasks(tasks: list[Task], config: RunConfig) -> tuple[list[Task], list[
     return train, heldout
 
 
-def practice_tasks(tasks: list[Task], evaluated: list[Task]) -> list[Task]:
-    """The held-out tasks of `tasks` that are not `evaluated`: what RL deals with
-    `rl.task_split = "practice"`."""
-    skip = {task.instance_id for task in evaluated}
-    return [task for task in tasks if task.split == "heldout" and task.instance_id not in skip]
-
-
 async def write_oracle_demonstrations(
     tasks: list[Task], tokenizer: Tokenizer, config: RunConfig, out: Path, echo: Callable[[str], None] = print
 ) -> dict[str, int]:

@@ -14,9 +14,8 @@ Phases, each calling the component that owns it:
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
    seen most; their shared system message once, `warmup_documents`) and, with
-   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`) and with
-   `lm_warmup.search_drills` on their openings with the function renamed
-   (`overture.tasks.search_drills`), and with `lm_warmup.repo_code_repeats` on more copies of the
+   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`), and
+   with `lm_warmup.repo_code_repeats` on more copies of the
    train repositories' library code (`warmup_documents.repo_code_documents`: code to know by
    heart, so that the fixed function can be written out), in the sub-run `RUN/lm-warmup/`; then
    `overture.rl.sft.sft` trains on the demonstrations' assistant turns, from the warm-up's
@@ -26,11 +25,8 @@ Phases, each calling the component that owns it:
    tool calls is measured (`call_accuracy`: which arguments the model can write at all), and
    for it and the warm-up's checkpoint whether they copy at all (`copying`: random spans shown
    twice, `overture.rl.copying`);
-4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine); with
-   `rl.task_share` < 1, the share of train tasks RL deals, those whose demonstrations that
-   checkpoint finds likeliest (`overture.rl.task_pool`), or with `rl.task_split = "practice"`
-   the held-out tasks the evaluations leave out (`job_tasks.practice_tasks`) instead of the
-   train tasks; RL (`overture.rl.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
+4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine); RL on the
+   train tasks (`overture.rl.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
    section gives, a training checkpoint every `training.checkpoint_every` steps (and after the
    last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller), with pass@1's change and
@@ -50,11 +46,9 @@ the RL trainer spans the RL steps, not the SFT ones), `training.min_lr_ratio` by
 Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
 per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
 checkpoints, `final/`), `trajectories/` (`rl-step-N.jsonl`, `eval-before.jsonl`,
-`eval-after.jsonl`), `demonstrations.jsonl`, `rl_task_losses.jsonl` (with `rl.task_share` < 1:
-each train task's demonstration loss under the SFT checkpoint, lowest first, and whether RL
-deals it), `lm-warmup/` (the warm-up sub-run), `sft/` (the SFT sub-run, with its per-step
-metrics.jsonl, tb/ and checkpoints, `best/` among them) and `job_state.json` (finished phases,
-the tasks RL deals among them).
+`eval-after.jsonl`), `demonstrations.jsonl`, `lm-warmup/` (the warm-up sub-run), `sft/` (the
+SFT sub-run, with its per-step metrics.jsonl, tb/ and checkpoints, `best/` among them) and
+`job_state.json` (finished phases).
 
 `--resume` (refused when the run's own `config.toml` has another `seed`, `[tasks]`,
 `[tokenizer]` or `[model]`: `job_config.resume_conflicts`) skips the phases `job_state.json` records as
@@ -95,7 +89,7 @@ from overture.rl.job_config import (
 )
 from overture.rl.job_display import JobDisplay
 from overture.rl.job_state import JobState
-from overture.rl.job_tasks import load_task_set, practice_tasks, split_tasks, write_oracle_demonstrations
+from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
 from overture.rl.orchestrator import LocalEngine
 from overture.rl.pretrain import pretrain
 from overture.rl.rl_phase import RL_COUNTS, RLPhase, rl_totals
@@ -106,7 +100,6 @@ from overture.rl.trainer import Trainer
 from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
 from overture.tasks import Task
 from overture.tasks.drills import edit_drills
-from overture.tasks.search_drills import search_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
@@ -178,17 +171,15 @@ class MainJob:
         began = time.time()
         tasks, source = asyncio.run(load_task_set(config, display.echo))
         train_tasks, heldout = split_tasks(tasks, config)
-        practice = config.rl.task_split == "practice"
-        rl_pool = practice_tasks(tasks, heldout) if practice else train_tasks
-        check_job_config(config, rl_pool)
+        check_job_config(config, train_tasks)
         task_info = {
             "source": str(source.path),
             "cached": source.cached,
             "train": len(train_tasks),
             "heldout": len(heldout),
+            "rl": len(train_tasks),
         }
-        practising = f", RL on {len(rl_pool)} other held-out ones (rl.task_split)" if practice else ""
-        display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out{practising} ({source.path})")
+        display.echo(f"tasks: {len(train_tasks)} train, {len(heldout)} held out ({source.path})")
         self._timed("tasks", began)
         sft_summary = self.state.get("sft") or self._sft(train_tasks, tokenizer)
         weights = Path(sft_summary["best"] or sft_summary["final"])
@@ -221,8 +212,7 @@ class MainJob:
                     raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no evaluation before RL")
                 before = self._evaluate("before", engine, heldout, tokenizer)
             rl = RLPhase(config, self.run_dir, self.state, display, self.stop_after)
-            rl_tasks = rl.tasks(rl_pool, trainer, tokenizer, restored)
-            totals = rl.run(trainer, engine, rl_tasks, tokenizer, totals, task_queue, weights, restored)
+            totals = rl.run(trainer, engine, train_tasks, tokenizer, totals, task_queue, weights, restored)
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
@@ -231,7 +221,6 @@ class MainJob:
         final = self.run_dir.checkpoints / "final"
         trainer.save_weights(final)
         tokenizer.save(final)
-        task_info["rl"] = len(rl_tasks)
         summary = self._summary(task_info, sft_summary, before, after, totals, final)
         self.run_dir.close()
         display.summary(summary)
@@ -304,12 +293,8 @@ class MainJob:
         records, held_out = self._sft_split(demos)
         per_listing = self.config.lm_warmup.edit_drills  # 0: none, and none are built
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
-        searches = search_drills(records, self.config.lm_warmup.search_drills, self.config.seed)
-        self.display.echo(
-            f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills, "
-            f"{len(searches)} search drills"
-        )
-        documents = lm_warmup_documents(tokenizer, records, [*drills, *searches])
+        self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
+        documents = lm_warmup_documents(tokenizer, records, drills)
         config = lm_warmup_phase_config(self.config, self.run_dir.path)
         unseen = heldout_repo_folders(self.config)
         repo_code = repo_code_documents(tokenizer, self.config)
@@ -324,7 +309,7 @@ class MainJob:
             corpus_exclude=unseen,
             train_documents=repo_code,
         )
-        summary["edit_drills"], summary["search_drills"] = len(drills), len(searches)
+        summary["edit_drills"] = len(drills)
         summary["copying"] = self._copying(self._load(Path(summary["checkpoint"])), tokenizer, held_out)
         record = {k: v for k, v in summary.items() if k != "sample"}
         self.run_dir.log(0, phase="lm_warmup", **{k: v for k, v in record.items() if not isinstance(v, str)})

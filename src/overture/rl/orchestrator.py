@@ -272,7 +272,7 @@ class Orchestrator:
         self.partial = config.rl.overprovision > 1
         self.dynamic_sampling = config.rl.dynamic_sampling
         self.max_left_out = config.rl.max_left_out_groups
-        self.queue = TaskQueue(tasks, config.seed, config.rl.replay_share)
+        self.queue = TaskQueue(tasks, config.seed)
         if task_queue:
             self.queue.restore(task_queue)
         self.rollouts = rollouts
@@ -394,7 +394,6 @@ class Orchestrator:
             self._error = self._error or error
         else:
             trajectories = runner.result()
-            self.queue.record(group.task, [t.reward for t in trajectories])
             if self._leaves_out(trajectories):
                 self._started -= 1  # its place and its staleness capacity go to a new group
             else:

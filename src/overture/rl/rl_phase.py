@@ -1,5 +1,5 @@
-"""The main job's RL phase: which tasks RL deals, the orchestrator's steps (in process, or on
-Ray's actors), and each step's records, trajectories and training checkpoints.
+"""The main job's RL phase: the orchestrator's steps (in process, or on Ray's actors), and each
+step's records, trajectories and training checkpoints.
 
 `MainJob` (`overture.rl.main_job`) builds the trainer and the engine, evaluates before and after,
 and hands this phase the run directory and the job's state to write into.
@@ -16,14 +16,12 @@ from typing import Any
 from overture.config import RunConfig
 from overture.engine import Engine
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from overture.rl.demonstrations import read_demonstrations
 from overture.rl.job_config import rl_mode
 from overture.rl.job_display import JobDisplay
 from overture.rl.job_state import JobState
 from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
 from overture.rl.ray_actors import ray_rl_runtime
-from overture.rl.run_dir import RunDir, RunDirError
-from overture.rl.task_pool import demonstration_losses, likeliest_tasks
+from overture.rl.run_dir import RunDir
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks import Task
@@ -67,61 +65,6 @@ class RLPhase:
     ) -> None:
         self.config, self.run_dir, self.state, self.display = config, run_dir, state, display
         self.stop_after = stop_after_rl_step
-
-    # ------------------------------------------------------------------ the tasks RL deals
-
-    def tasks(
-        self, pool: list[Task], trainer: Trainer, tokenizer: Tokenizer, restored: Path | None
-    ) -> list[Task]:
-        """The tasks RL deals of `pool` (the train tasks, or the practice ones of `rl.task_split`):
-        all of them, or with `rl.task_share` < 1 the share of train tasks whose demonstrations
-        `trainer` (still at the SFT weights) finds likeliest (`overture.rl.task_pool`), chosen once
-        and kept in job_state.json, their losses in `RUN/rl_task_losses.jsonl`."""
-        share = self.config.rl.task_share
-        if share >= 1:
-            return pool
-        chosen = self.state.get("rl_tasks")
-        if chosen is None:
-            if restored is not None:
-                raise RunDirError(f"{self.run_dir.path}: RL checkpoints but no record of the tasks RL deals")
-            chosen = self._choose_tasks(pool, trainer, tokenizer, share)
-        by_id = {task.instance_id: task for task in pool}
-        unknown = [task_id for task_id in chosen["ids"] if task_id not in by_id]
-        if unknown:
-            raise RunDirError(
-                f"{self.run_dir.path}: job_state.json's RL tasks include {len(unknown)} that are not "
-                f"train tasks of this run (first: {unknown[0]!r})"
-            )
-        return [by_id[task_id] for task_id in chosen["ids"]]
-
-    def _choose_tasks(
-        self, train_tasks: list[Task], trainer: Trainer, tokenizer: Tokenizer, share: float
-    ) -> dict[str, Any]:
-        self.display.phase(f"RL tasks: the {share:g} the SFT checkpoint finds likeliest")
-        began = time.time()
-        records = read_demonstrations(self.run_dir.path / "demonstrations.jsonl")
-        with self.display.counting("scoring demonstrations", len(records)) as advance:
-            losses = demonstration_losses(trainer, tokenizer, records, advance)
-        kept = likeliest_tasks(train_tasks, losses, share)
-        kept_ids = {task.instance_id for task in kept}
-        ranked = sorted(losses.items(), key=lambda item: item[1])
-        rows = [{"task_id": task_id, "loss": loss, "kept": task_id in kept_ids} for task_id, loss in ranked]
-        write_jsonl(self.run_dir.path / "rl_task_losses.jsonl", rows)
-        scored = [losses[i] for i in kept_ids if i in losses]
-        max_loss = max(scored, default=None)
-        chosen = {
-            "share": share,
-            "tasks": len(kept),
-            "of": len(train_tasks),
-            "functions": len({task.function for task in kept}),
-            "max_loss": max_loss,
-            "ids": [task.instance_id for task in kept],
-        }
-        bound = f"demonstration loss up to {max_loss:.4f} per trained token" if scored else "none scored"
-        dealt = f"RL deals {len(kept)} of {len(train_tasks)} train tasks ({chosen['functions']} functions)"
-        self.display.echo(f"{dealt}; {bound}")
-        self.state.add_seconds("rl_tasks", time.time() - began)
-        return self.state.record("rl_tasks", chosen)
 
     # ------------------------------------------------------------------ the steps
 

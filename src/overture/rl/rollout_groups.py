@@ -14,8 +14,7 @@ every episode has ended (finished, truncated or failed) and been graded. Each ep
   sandbox, and keeps a second death as a failed trajectory (reward 0) with its reason; a second
   failure to start raises, as the pool is then broken.
 
-`TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first,
-and with `rl.replay_share` comes back to the functions whose groups had signal (below); its
+`TaskQueue` deals train tasks in a seeded shuffled order, cycling, with re-queued tasks first; its
 `state()` goes into RL checkpoints, so that a resumed run deals the tasks the interrupted one
 had not yet dealt instead of starting the order again;
 `RolloutStats` counts what happened (aborts, resumes, retries, tokens, generation-idle time).
@@ -47,36 +46,16 @@ SANDBOX_DIED = "sandbox died"
 
 
 class TaskQueue:
-    """Tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first.
+    """Tasks in a seeded shuffled order, reshuffled each pass; re-queued tasks come first."""
 
-    A curriculum by function (`replay_share` > 0): RL sharpens the functions it trains on and no
-    others (docs/benchmarks.md, "RL sharpens the functions it trains on"), and the fix of every
-    bug in a function ends in the same code. So a function whose complete group had signal
-    (`record`: some episodes resolved, some not) is replayed: that share of the tasks dealt come
-    from the replayed functions in turn, each function's tasks in turn, until a group of it comes
-    back all resolved. The rest, and all of them while no function is replayed, come from the
-    shuffled order as without it."""
-
-    def __init__(self, tasks: Sequence[Task], seed: int, replay_share: float = 0.0) -> None:
+    def __init__(self, tasks: Sequence[Task], seed: int) -> None:
         self.tasks = list(tasks)
         if not self.tasks:
             raise ValueError("the task queue needs at least one task")
         self._rng = random.Random(seed)
         self._order: deque[Task] = deque()
-        self.replay_share = replay_share
-        self._by_function: dict[str, list[Task]] = {}
-        for task in self.tasks:
-            self._by_function.setdefault(task.function, []).append(task)
-        self._replayed: deque[str] = deque()  # functions with signal, in turn
-        self._dealt: dict[str, int] = {}  # tasks of each replayed function dealt so far
 
     def next(self) -> Task:
-        if self._replayed and self.replay_share and self._rng.random() < self.replay_share:
-            function = self._replayed[0]
-            self._replayed.rotate(-1)
-            tasks, dealt = self._by_function[function], self._dealt.get(function, 0)
-            self._dealt[function] = dealt + 1
-            return tasks[dealt % len(tasks)]
         if not self._order:
             order = list(self.tasks)
             self._rng.shuffle(order)
@@ -93,8 +72,6 @@ class TaskQueue:
         return {
             "order": [task.instance_id for task in [*first, *self._order]],
             "rng": [version, list(internal), gauss],
-            "replayed": list(self._replayed),
-            "dealt": dict(self._dealt),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -102,29 +79,14 @@ class TaskQueue:
         differ."""
         by_id = {task.instance_id: task for task in self.tasks}
         unknown = [i for i in state["order"] if i not in by_id]
-        unknown += [f for f in state["replayed"] if f not in self._by_function]
         if unknown:
             raise ValueError(
-                f"the task queue's saved state names {len(unknown)} tasks or functions this run does "
+                f"the task queue's saved state names {len(unknown)} tasks this run does "
                 f"not train on (first: {unknown[0]!r}): resume with the task set it was saved with"
             )
         version, internal, gauss = state["rng"]
         self._rng.setstate((version, tuple(internal), gauss))
         self._order = deque(by_id[i] for i in state["order"])
-        self._replayed = deque(state["replayed"])
-        self._dealt = dict(state["dealt"])
-
-    def record(self, task: Task, rewards: Sequence[float]) -> None:
-        """A complete group of `task` earned `rewards`: with signal its function is replayed; all
-        resolved (every reward the same and above 0), it is not any more."""
-        function = task.function
-        if function not in self._by_function or not rewards:
-            return
-        if len(set(rewards)) > 1:
-            if function not in self._replayed:
-                self._replayed.append(function)
-        elif rewards[0] > 0 and function in self._replayed:
-            self._replayed.remove(function)
 
 
 @dataclass

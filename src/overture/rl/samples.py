@@ -79,8 +79,7 @@ def check_groups_are_whole(trajectories: Sequence[Trajectory], group_size: int) 
 def samples_from_trajectories(
     trajectories: Sequence[Trajectory], rl: RLConfig
 ) -> tuple[list[TrainingSample], BatchReport]:
-    """Advantages per group of `rl.group_size` consecutive trajectories (the negative ones times
-    `rl.negative_advantage_scale`), then training samples.
+    """Advantages per group of `rl.group_size` consecutive trajectories, then training samples.
 
     Aborted trajectories are unfinished partial rollouts: they must be resumed, not trained
     on, so one in a batch is an error.
@@ -93,10 +92,7 @@ def samples_from_trajectories(
             )
     check_groups_are_whole(trajectories, rl.group_size)
     rewards = [t.reward for t in trajectories]
-    advantages = [
-        advantage if advantage >= 0 else advantage * rl.negative_advantage_scale
-        for advantage in compute_advantages(rewards, rl.group_size, rl.advantage).tolist()
-    ]
+    advantages = compute_advantages(rewards, rl.group_size, rl.advantage).tolist()
     no_signal = zero_signal_groups(rewards, rl.group_size).tolist()
     report = BatchReport(
         groups=len(no_signal), zero_signal_groups=sum(no_signal), reward_mean=sum(rewards) / len(rewards)

@@ -37,7 +37,7 @@ def load_tokenizer(config: RunConfig) -> Tokenizer:
     if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
         return Tokenizer.from_dir(config.model.path)
     tokens = config.tokenizer
-    return train_default_tokenizer(tokens.vocab_size, tokens.identifiers, tokens.corpus)
+    return train_default_tokenizer(tokens.vocab_size, tokens.corpus)
 
 
 def tokenizer_record(config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def tokenizer_record(config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
     if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
         return {**record, "from": "model.path", "path": config.model.path}
     corpus = {"version": settings.corpus, "sha256": corpus_sha256(settings.corpus)}
-    return {**record, "from": "corpus", "corpus": corpus, "identifiers": settings.identifiers}
+    return {**record, "from": "corpus", "corpus": corpus}
 
 
 def run_tokenizer(config: RunConfig, run_path: Path, resume: bool) -> Tokenizer:

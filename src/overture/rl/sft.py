@@ -4,11 +4,9 @@ The loss is next-token cross-entropy on the policy's tokens only (loss mask 1: t
 bodies), token-mean over each batch. A share of the demonstrations is held out; its loss is
 measured every `sft.eval_every` steps, the best weights so far are kept in
 `checkpoints/best/`, and training stops early after `sft.patience` evaluations without an
-improvement of at least `sft.min_delta`. With `sft.repeats`, each demonstration of a batch
-has that many spurious repeats inserted (`repeat_recovery.py`), out of the loss. With
-`sft.edit_drills` or `sft.search_drills`, every batch also holds `sft.drills_per_batch` drills
-(`overture.tasks.drills`, `overture.tasks.search_drills`) cut from the demonstrations trained
-on, in an order of their own. Training checkpoints (`checkpoints.py`) hold both data positions
+improvement of at least `sft.min_delta`. With `sft.edit_drills`, every batch also holds
+`sft.drills_per_batch` drills (`overture.tasks.drills`) cut from the demonstrations trained on,
+in an order of their own. Training checkpoints (`checkpoints.py`) hold both data positions
 and the early-stopping state, so `--resume` continues exactly where a run stopped.
 
 With `parallel.nproc` > 1 the same function runs on every rank of a `run_parallel` job (local
@@ -20,7 +18,6 @@ decisions. Rank 0 alone writes the run directory and echoes progress (relayed to
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -34,13 +31,11 @@ from overture.distributed import Meshes, launches_processes, meshes_for_run, run
 from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from overture.rl.demonstrations import demonstration_samples, read_demonstrations, synthetic_demonstrations
-from overture.rl.repeat_recovery import insert_repeats
 from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer, run_tokenizer
 from overture.rl.trainer import Trainer, check_sharded_training
 from overture.tasks.drills import edit_drills
-from overture.tasks.search_drills import search_drills
 from overture.text import Tokenizer
 
 
@@ -122,21 +117,13 @@ def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[
 
 
 def drill_samples(config: RunConfig, tokenizer: Tokenizer, records: list[dict]) -> list[TrainingSample]:
-    """`sft.edit_drills` edit drills per read listing and `sft.search_drills` search drills per
-    demonstration, of the `records` SFT trains on (none of those it holds out)."""
-    if not config.sft.edit_drills and not config.sft.search_drills:
+    """`sft.edit_drills` edit drills per read listing of the `records` SFT trains on (none of
+    those it holds out)."""
+    if not config.sft.edit_drills:
         return []
     train, _ = split_held_out(records, config.sft.val_fraction)
     drills = [drill for record in train for drill in edit_drills(record, config.sft.edit_drills)]
-    drills += search_drills(train, config.sft.search_drills, config.seed)
     return demonstration_samples(tokenizer, drills, config.training.seq_len, "drills")
-
-
-def with_repeats(sample: TrainingSample, config: RunConfig, step: int, slot: int) -> TrainingSample:
-    """`sample` with `sft.repeats` repeats inserted, placed by (seed, step, slot in the batch), so a
-    resumed run inserts the same ones."""
-    rng = random.Random(f"{config.seed}:{step}:{slot}")
-    return insert_repeats(sample, config.sft.repeats, rng, config.training.seq_len)
 
 
 def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path, lead: bool = True) -> None:
@@ -236,8 +223,6 @@ def sft_rank(
     last = min(training.steps, until_step) if until_step else training.steps
     while trainer.step < last and not stopping.should_stop:
         batch = [train[i] for i in order.take(training.batch_size)]
-        if settings.repeats:
-            batch = [with_repeats(sample, config, trainer.step, slot) for slot, sample in enumerate(batch)]
         if drills:
             batch += [drills[i] for i in drill_order.take(settings.drills_per_batch)]
         metrics = trainer.lm_step(batch)

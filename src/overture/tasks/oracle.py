@@ -21,12 +21,6 @@ those of the file as read. The turns are:
 4. `run_terminal_cmd` on the files of the failing tests the statement lists;
 5. `finish`.
 
-With `tasks.oracle_refusals`, that share of the runs (drawn per task from the run's seed) first
-makes the edit of turn 3 with one line of its new text cut short, so that the file would not
-compile and the tools refuse it, and then makes it right in a turn of its own: what a model
-should do after such a refusal. The refused turn is kept in the demonstration as context that
-SFT does not train on (`"train": false`).
-
 Every call goes through `ToolSet` in a sandbox and the result is graded like any episode, so a
 solved task proves the environment end to end; a run counts as solved only if no call failed (a
 demonstration must not teach a call that errs). The trajectory doubles as a demonstration for
@@ -36,11 +30,9 @@ supervised fine-tuning (`demonstration()` gives it in the `messages` format `ove
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import difflib
 import itertools
 import keyword
-import random
 import re
 import shlex
 import shutil
@@ -51,8 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from overture.agent import ScriptedPolicy, ToolSet, Trajectory
-from overture.agent.metrics import refused_as_invalid_python
-from overture.agent.tools.files import compile_error
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.episodes import run_task_episode
@@ -85,7 +75,6 @@ class Edit:
 class OracleTurn:
     content: str
     calls: list[ToolCall]
-    trained: bool = True  # False: a turn shown in the demonstration but not trained on
 
     def text(self) -> str:
         """The turn body as the policy writes it (without the closing `<|im_end|>`)."""
@@ -183,9 +172,8 @@ def _test_parts(test_id: str) -> tuple[str, str]:
     return path, rest.split("::")[-1].split("[")[0]
 
 
-def oracle_turns(task: Task, edits: list[Edit], refused: Edit | None = None) -> list[OracleTurn]:
-    """The oracle's assistant turns for `task` (see the module docstring); with `refused`, an
-    edit the tools will refuse comes first in a turn of its own, untrained."""
+def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
+    """The oracle's assistant turns for `task` (see the module docstring)."""
     name = _function_name(task, edits)
     test_file, test_function = _test_parts(task.FAIL_TO_PASS[0])
     behaviour = test_function.removeprefix("test_").replace("_", " ")
@@ -216,9 +204,6 @@ def oracle_turns(task: Task, edits: list[Edit], refused: Edit | None = None) -> 
         )
     turns.append(OracleTurn(f"Let me read `{first.path}` and the failing test.", reads))
     fixing = f"The code in `{first.path}` does not do what the test expects. Fixing it."
-    if refused is not None:
-        turns.append(OracleTurn(fixing, [_edit_call(refused)], trained=False))
-        fixing = f"That edit would not compile. Writing `{name}` again."
     turns.append(OracleTurn(
         fixing, [_edit_call(edit) for edit in sorted(edits, key=lambda edit: (edit.path, -edit.line))]
     ))  # fmt: skip
@@ -256,7 +241,6 @@ def demonstration(trajectory: Trajectory, turns: list[OracleTurn], tools: ToolSe
         messages.append({
             "role": "assistant", "content": planned.content,
             "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in planned.calls],
-            **({} if planned.trained else {"train": False}),
         })  # fmt: skip
         if record["responses_appended"]:
             messages += [{"role": "tool", "content": call["response"]} for call in record["calls"]]
@@ -288,13 +272,6 @@ async def solve_with_oracle(
         return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
     if not edits:
         return OracleResult(task.instance_id, False, "the reference patch changes nothing")
-    share = config.tasks.oracle_refusals
-    if share and random.Random(f"{config.seed}:{task.instance_id}").random() < share:
-        refused = await asyncio.to_thread(edit_that_would_not_compile, rewrites[0], base, task.instance_id)
-        if refused is not None:
-            result = await _run_oracle(task, rewrites, pool, tokenizer, config, tools, refused)
-            if result.solved:
-                return result
     result = await _run_oracle(task, rewrites, pool, tokenizer, config, tools)
     if not result.solved and rewrites != edits:
         result = await _run_oracle(task, edits, pool, tokenizer, config, tools)
@@ -308,10 +285,9 @@ async def _run_oracle(
     tokenizer: Tokenizer,
     config: RunConfig,
     tools: ToolSet,
-    refused: Edit | None = None,
 ) -> OracleResult:
-    """One episode of the oracle's turns for `edits` (after the edit `refused`, if given), graded."""
-    turns = oracle_turns(task, edits, refused)
+    """One episode of the oracle's turns for `edits`, graded."""
+    turns = oracle_turns(task, edits)
     missing = sorted({call.name for turn in turns for call in turn.calls} - set(tools.names))
     if missing:
         why = f"the fix calls {', '.join(missing)}, not in agent.tools"
@@ -319,7 +295,7 @@ async def _run_oracle(
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
     trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
     resolved = trajectory.reward_info.get("resolution") == "resolved"
-    failed = _failed_calls(trajectory, turns)
+    failed = _failed_calls(trajectory)
     solved = resolved and not failed  # a demonstration must not teach a call that fails
     if solved:
         why = "resolved"
@@ -330,38 +306,14 @@ async def _run_oracle(
     return OracleResult(task.instance_id, solved, why, trajectory, demonstration(trajectory, turns, tools))
 
 
-def _failed_calls(trajectory: Trajectory, turns: list[OracleTurn] | None = None) -> list[str]:
-    """`name: response` of each call that came back as an error (malformed, arguments, tool),
-    or, in an untrained turn of `turns` (an edit meant to be refused), that was not refused."""
-    planned = [turn.trained for turn in turns] if turns else []
-    failed = []
-    for index, turn in enumerate(trajectory.turns):
-        meant_to_fail = index < len(planned) and not planned[index]
-        for call in turn["calls"]:
-            if refused_as_invalid_python(call) if meant_to_fail else not call["error"]:
-                continue
-            failed.append(f"{call['name']}: {call['response'][:200]}")
-    return failed
-
-
-def edit_that_would_not_compile(edit: Edit, base: Path, seed: str) -> Edit | None:
-    """`edit` (of lines of a Python file) with one line of its new text cut short so that the file
-    would not compile: a line other than the first, drawn with `seed`, cut at its middle. None
-    when the edit is not of that kind or no such cut breaks the file."""
-    if edit.old is None or edit.new is None or not edit.path.endswith(".py"):
-        return None
-    lines = (base / edit.path).read_text().splitlines(keepends=True)
-    new_lines = edit.new.splitlines(keepends=True)
-    candidates = [index for index, line in enumerate(new_lines) if index and len(line.strip()) > 2]
-    random.Random(seed).shuffle(candidates)
-    for index in candidates:
-        line = new_lines[index]
-        indent = len(line) - len(line.lstrip())
-        cut = [*new_lines[:index], line[: indent + len(line.strip()) // 2] + "\n", *new_lines[index + 1 :]]
-        text = "".join([*lines[: edit.line - 1], *cut, *lines[edit.end :]])
-        if compile_error(text, edit.path) is not None:
-            return dataclasses.replace(edit, new="".join(cut))
-    return None
+def _failed_calls(trajectory: Trajectory) -> list[str]:
+    """`name: response` of each call that came back as an error (malformed, arguments, tool)."""
+    return [
+        f"{call['name']}: {call['response'][:200]}"
+        for turn in trajectory.turns
+        for call in turn["calls"]
+        if call["error"]
+    ]
 
 
 def _why_not(trajectory: Trajectory) -> str:

@@ -95,12 +95,10 @@ def write_corpus(path: Path, documents: Sequence[CorpusDocument]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def train_default_tokenizer(
-    vocab_size: int = 4096, identifiers: bool = False, corpus: str = DEFAULT_CORPUS
-) -> Tokenizer:
-    """Train the project's tiny byte-level BPE on the frozen `corpus` (`identifiers`: see
-    `Tokenizer.train`): the same arguments give the same tokenizer, whatever the package's source."""
-    return Tokenizer.train(corpus_texts(corpus), vocab_size=vocab_size, identifiers=identifiers)
+def train_default_tokenizer(vocab_size: int = 4096, corpus: str = DEFAULT_CORPUS) -> Tokenizer:
+    """Train the project's tiny byte-level BPE on the frozen `corpus`: the same arguments give the
+    same tokenizer, whatever the package's source."""
+    return Tokenizer.train(corpus_texts(corpus), vocab_size=vocab_size)
 
 
 def package_sources(package: str = "overture") -> list[tuple[str, str]]:

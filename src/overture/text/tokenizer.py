@@ -16,19 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import tokenizers
-from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from overture.text.markers import ENDOFTEXT, IM_END, IM_START, REQUIRED_TOKENS, SPECIAL_TOKENS
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 DEFAULT_MODEL_MAX_LENGTH = 32768
-# GPT-2's pre-tokenizing split with `_` counted as a letter: a Python name (`add_days`,
-# `date_from_day_of_year`) is one word that BPE may merge whole, where GPT-2's split cuts it at
-# every `_` into pieces a model must copy one by one.
-IDENTIFIER_SPLIT = (
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}_][\p{L}\p{N}_]*| ?\p{N}+| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"
-)
 
 
 class TokenizerError(ValueError):
@@ -66,10 +60,10 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2, identifiers: bool = False
+        cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2
     ) -> Tokenizer:
-        """Train a byte-level BPE on `texts`; the special tokens get ids 0..len(SPECIAL_TOKENS)-1.
-        With `identifiers`, names are pre-tokenized whole (`IDENTIFIER_SPLIT`), else by GPT-2's split.
+        """Train a byte-level BPE (GPT-2's pre-tokenizing split) on `texts`; the special tokens get
+        ids 0..len(SPECIAL_TOKENS)-1.
 
         Same texts and arguments give the same tokenizer.
         """
@@ -77,13 +71,7 @@ class Tokenizer:
         if vocab_size < floor:
             raise ValueError(f"vocab_size must be at least {floor} (special tokens + 256 bytes)")
         backend = tokenizers.Tokenizer(models.BPE())
-        if identifiers:
-            backend.pre_tokenizer = pre_tokenizers.Sequence([
-                pre_tokenizers.Split(Regex(IDENTIFIER_SPLIT), behavior="isolated"),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ])  # fmt: skip
-        else:
-            backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         backend.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
