@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "overture needs Python >= 3.11"; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,search,ray]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[main-job,test,search,ray]'
 	touch $(STAMP)
 
 test: deps

@@ -55,13 +55,19 @@ import torch
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
-from overture.model.devices import resolve_device
-from overture.rl.job_config import rl_phase_config
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
-from overture.rl.ray_actors import ray_rl_runtime
-from overture.rl.rollout_groups import policy_versions
+from overture.orchestration.orchestrator import (
+    LocalEngine,
+    LocalTrainer,
+    Orchestrator,
+    StepReport,
+    local_rollouts,
+)
+from overture.orchestration.ray_actors import ray_rl_runtime
+from overture.orchestration.rollout_groups import policy_versions
+from overture.recipes.main_job.job_config import rl_phase_config
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import Trainer
+from overture.runtime.devices import resolve_device
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task, read_tasks
 from overture.tasks.task_sets import build_task_set, bundled_repo

@@ -3,9 +3,9 @@
 Each row of a batch packs spans of 8-40 random tokens, each followed by its repeat, into 256
 tokens; AdamW on the next-token loss (plus the router's aux loss). Tokens are drawn uniformly from
 the ordinary ids above the special tokens, or from the first `--ids` of them. Every `--every`
-steps, `overture.rl.copying.repeated_span_accuracy` on spans of the same ids: the step where the
+steps, `overture.recipes.main_job.copying.repeated_span_accuracy` on spans of the same ids: the step where the
 second showing leaves the first behind is where induction heads form. A config with
-`model.copy_circuit = true` (the tiny one) starts with one built in; `--set model.copy_circuit=false`
+`main_job.copy_circuit = true` (the tiny one) starts with one built in; `--set main_job.copy_circuit=false`
 measures the weights as plain initialisation leaves them.
 
 Usage: python benchmarks/copy_learning.py [--config configs/tiny.toml] [--steps 600] [--ids N]
@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from overture.config import load_config
 from overture.model import Transformer
-from overture.rl.copying import repeated_span_accuracy
+from overture.recipes.main_job.copy_circuit import install_copy_circuit
+from overture.recipes.main_job.copying import repeated_span_accuracy
 from overture.text.markers import SPECIAL_TOKENS
 
 ROW_TOKENS = 256
@@ -58,6 +59,8 @@ def main() -> None:
     config = load_config(args.config, args.overrides)
     torch.manual_seed(config.seed)
     model = Transformer(config.model)
+    if config.main_job.copy_circuit:
+        install_copy_circuit(model)
     first = len(SPECIAL_TOKENS)
     ids = range(first, first + args.ids) if args.ids else range(first, config.model.vocab_size)
     rng = random.Random(config.seed)

@@ -4,14 +4,14 @@ A `search_replace` applies only when its `old_string` is a stretch of the file, 
 character, and any edit is right only when its `new_string` is the line as it should be, mostly
 copied from the listing it read. This scores both teacher-forced, on data the checkpoint was not
 trained on: the demonstrations `overture sft` holds out (every k-th, its own split) and the edit
-drills cut from them (`overture.tasks.drills`: one synthesized bug in a listing, the edit that
+drills cut from them (`overture.recipes.main_job.drills`: one synthesized bug in a listing, the edit that
 fixes it). For each edit call (`search_replace` or `edit_lines`) it takes the tokens of
 `old_string` (when the call has one) and `new_string` after their first three (by then the line
 is chosen; the rest is copying) and reports the argmax accuracy on them and the share of those
 strings with every such token right. For the held-out
 demonstrations' edit turns as a whole it adds the mean NLL and argmax accuracy.
 
-Under both lies copying as such (`overture.rl.copying`): random spans of the held-out
+Under both lies copying as such (`overture.recipes.main_job.copying`): random spans of the held-out
 statements' tokens, each shown twice, scored on the second showing (`repeated_spans`).
 Prints one JSON object on its last line.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 
 from overture.model import load_pretrained
-from overture.rl.copying import repeated_span_accuracy, statement_tokens
-from overture.rl.demonstrations import read_demonstrations, render_demonstration
-from overture.rl.sft import split_held_out
-from overture.tasks.drills import edit_drills
+from overture.recipes.main_job.copying import repeated_span_accuracy, statement_tokens
+from overture.recipes.main_job.drills import edit_drills
+from overture.supervised.demonstrations import read_demonstrations, render_demonstration
+from overture.supervised.sft import split_held_out
 from overture.text import Tokenizer
 
 CHOSEN = 3  # the first tokens of a copied string, where the line is chosen rather than copied

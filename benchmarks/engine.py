@@ -9,7 +9,7 @@ for `abort("all")` to return with 32 requests running, the decode step at 1,024 
 context with and without the C attention kernel, and memory (KV pool, peak resident set).
 `generate()` is timed at torch's thread count and on one thread, and the speed-ups are stated
 against both. The engine raises glibc's malloc thresholds for the whole process when it starts
-(`overture.engine.cpu_tuning`), so `generate()` runs with them too.
+(`overture.runtime.cpu`), so `generate()` runs with them too.
 
 Usage: python benchmarks/engine.py [--batches 1,8,32,64] [--new-tokens 64] [--prompt-len 32]
 Prints a human summary, then one JSON object on the last line.
@@ -29,8 +29,8 @@ import torch
 
 from overture.config import ModelConfig
 from overture.engine import Engine
-from overture.engine.cpu_tuning import intra_op_threads
 from overture.model import Transformer, save_pretrained
+from overture.runtime.cpu import intra_op_threads
 
 BENCH_MODEL = ModelConfig(
     vocab_size=4096,

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 
 from overture.config import load_config
 from overture.model import MoEBlock, Transformer
-from overture.model.devices import resolve_device
 from overture.model.linear_cross_entropy import CHUNK_ROWS
+from overture.runtime.devices import resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ from overture.config import RunConfig, load_config
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained
 from overture.rl.setup import load_tokenizer
-from overture.rl.sft import load_demonstration_samples, sft, split_held_out
+from overture.supervised.sft import load_demonstration_samples, sft, split_held_out
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from overture.config import load_config
-from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir
+from overture.recipes.main_job.job_tasks import TASK_FILE, builtin_cache_dir
 from overture.tasks import read_tasks
 
 

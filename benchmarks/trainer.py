@@ -36,12 +36,12 @@ import torch
 
 from overture.config import load_config
 from overture.model import Transformer
-from overture.model.devices import resolve_device
 from overture.rl.batching import build_micro_batches
-from overture.rl.demonstrations import demonstration_samples, read_demonstrations
 from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample
 from overture.rl.trainer import Trainer
+from overture.runtime.devices import resolve_device
+from overture.supervised.demonstrations import demonstration_samples, read_demonstrations
 from overture.text import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]

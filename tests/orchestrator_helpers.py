@@ -16,7 +16,13 @@ from overture.agent import Generation, Policy, PolicyRequest
 from overture.config import RunConfig
 from overture.engine import Engine
 from overture.model import Transformer, load_pretrained, save_pretrained
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
+from overture.orchestration.orchestrator import (
+    LocalEngine,
+    LocalTrainer,
+    Orchestrator,
+    StepReport,
+    local_rollouts,
+)
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task

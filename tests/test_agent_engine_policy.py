@@ -11,7 +11,7 @@ from overture.agent import Episode, Policy
 from overture.config import AgentConfig, SandboxConfig
 from overture.engine import Engine
 from overture.model import Transformer
-from overture.rl.engine_policy import EnginePolicy
+from overture.orchestration.engine_policy import EnginePolicy
 from overture.sandbox import SandboxPool
 
 

@@ -30,13 +30,13 @@ from overture.config.schema import ParallelConfig
 from overture.distributed import build_meshes, spawn
 from overture.model import Transformer, load_pretrained
 from overture.rl.batching import build_micro_batches
-from overture.rl.demonstrations import synthetic_demonstrations
 from overture.rl.logprobs import token_logprobs
-from overture.rl.pretrain import pretrain
 from overture.rl.run_dir import read_metrics
 from overture.rl.samples import TrainingSample
-from overture.rl.sft import sft
 from overture.rl.trainer import Trainer
+from overture.supervised.demonstrations import synthetic_demonstrations
+from overture.supervised.pretrain import pretrain
+from overture.supervised.sft import sft
 from overture.text import Tokenizer
 from overture.text.tokenizer import TOKENIZER_FILE
 

@@ -140,7 +140,7 @@ def test_bad_inputs_name_what_is_wrong():
 @needs_kernel
 def test_loading_the_kernel_keeps_subnormals():
     # -ffast-math at link time would set flush-to-zero for the whole process on load. In a fresh
-    # process: a job run in this one may have set it on purpose (overture.model.devices).
+    # process: a job run in this one may have set it on purpose (overture.runtime.devices).
     code = (
         "import torch; from overture.engine import native_attention; "
         "assert native_attention.library() is not None; "

@@ -12,11 +12,11 @@ import torch
 from conftest import tiny_model_config
 
 from overture.engine import Engine
-from overture.engine.cpu_tuning import glibc_version, intra_op_threads, keep_freed_memory
 from overture.engine.kv_cache import PagedKVCache
 from overture.engine.packed_decode import PackedDecoder
 from overture.engine.paged_forward import PagedForward
 from overture.model import Transformer
+from overture.runtime.cpu import glibc_version, intra_op_threads, keep_freed_memory
 
 LAYER_KINDS = {
     "dense and moe": {},
@@ -138,7 +138,7 @@ def test_keep_freed_memory_is_applied_once_on_glibc():
 
 RESIDENT_AFTER_FREE = """
 import threading, torch
-from overture.engine.cpu_tuning import keep_freed_memory, release_freed_memory
+from overture.runtime.cpu import keep_freed_memory, release_freed_memory
 
 def resident_mb():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024

@@ -1,5 +1,6 @@
-"""The induction circuit written into fresh weights (`model.copy_circuit`): it copies before any
-training, it is a plain Qwen3-MoE checkpoint, and shapes that cannot hold it are refused."""
+"""The induction circuit the main job writes into its fresh weights (`main_job.copy_circuit`): it
+copies before any training, it is a plain Qwen3-MoE checkpoint, and shapes that cannot hold it are
+refused."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import torch
 
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import Transformer, load_pretrained, save_pretrained
-from overture.model.copy_circuit import previous_token_amplitudes
-from overture.rl.copying import repeated_span_accuracy
-from overture.rl.job_config import check_job_config
+from overture.recipes.main_job.copy_circuit import install_copy_circuit, previous_token_amplitudes
+from overture.recipes.main_job.copying import repeated_span_accuracy
+from overture.recipes.main_job.job_config import check_job_config
 from overture.text.markers import SPECIAL_TOKENS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,16 +24,20 @@ def tiny(*overrides: str) -> RunConfig:
 
 
 def fresh(config: RunConfig) -> Transformer:
+    """Fresh weights as the main job draws them, with the circuit when the config asks for it."""
     torch.manual_seed(0)
-    return Transformer(config.model).eval()
+    model = Transformer(config.model)
+    if config.main_job.copy_circuit:
+        install_copy_circuit(model)
+    return model.eval()
 
 
 ORDINARY_IDS = list(range(len(SPECIAL_TOKENS), 4096))
 
 
 def test_fresh_weights_with_the_circuit_copy_repeated_spans_and_plain_ones_do_not():
-    with_circuit = repeated_span_accuracy(fresh(tiny("model.copy_circuit=true")), ORDINARY_IDS)
-    plain = repeated_span_accuracy(fresh(tiny("model.copy_circuit=false")), ORDINARY_IDS)
+    with_circuit = repeated_span_accuracy(fresh(tiny("main_job.copy_circuit=true")), ORDINARY_IDS)
+    plain = repeated_span_accuracy(fresh(tiny("main_job.copy_circuit=false")), ORDINARY_IDS)
     assert with_circuit["second_showing"] > 0.9
     assert with_circuit["first_showing"] < 0.02  # random tokens: nothing to know on first sight
     assert plain["second_showing"] < 0.02
@@ -40,7 +45,7 @@ def test_fresh_weights_with_the_circuit_copy_repeated_spans_and_plain_ones_do_no
 
 def test_the_copy_reaches_back_over_a_long_context():
     # A span shown, 1,500 unrelated tokens, the span again: the induction head finds it far back.
-    model = fresh(tiny("model.copy_circuit=true"))
+    model = fresh(tiny("main_job.copy_circuit=true"))
     generator = torch.Generator().manual_seed(1)
     ids = torch.tensor(ORDINARY_IDS)[torch.randint(len(ORDINARY_IDS), (8, 1500 + 48), generator=generator)]
     ids[:, -24:] = ids[:, :24]
@@ -62,7 +67,7 @@ def test_the_previous_token_head_prefers_distance_one_over_every_other_distance(
 
 def test_the_circuit_is_an_ordinary_qwen3_moe_checkpoint(tmp_path):
     transformers = pytest.importorskip("transformers")
-    model = fresh(tiny("model.copy_circuit=true"))
+    model = fresh(tiny("main_job.copy_circuit=true"))
     save_pretrained(model, tmp_path)
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = torch.tensor([ORDINARY_IDS[:40] * 2])
@@ -81,8 +86,8 @@ def test_the_circuit_is_an_ordinary_qwen3_moe_checkpoint(tmp_path):
     ],
 )
 def test_a_shape_that_cannot_hold_the_circuit_is_refused_before_the_job_starts(override, named):
-    config = tiny("model.copy_circuit=true", override, "model.num_attention_heads=4")
+    config = tiny("main_job.copy_circuit=true", override, "model.num_attention_heads=4")
     with pytest.raises(ConfigError, match=named):
         check_job_config(config)
-    with pytest.raises(ValueError, match=r"model\.copy_circuit"):
-        Transformer(config.model)
+    with pytest.raises(ValueError, match=r"main_job\.copy_circuit"):
+        install_copy_circuit(Transformer(config.model))

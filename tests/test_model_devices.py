@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from overture.config import RuntimeConfig
-from overture.model.devices import resolve_device
+from overture.runtime.devices import resolve_device
 
 DENORMAL = 1e-40  # below float32's smallest normal, ~1.18e-38
 

@@ -1,4 +1,5 @@
-"""Tests of overture.rl.call_accuracy: which call arguments a model reproduces under teacher forcing."""
+"""Tests of overture.recipes.main_job.call_accuracy: which call arguments a model reproduces
+under teacher forcing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from overture.model import CausalLMOutput
-from overture.rl.call_accuracy import call_argument_accuracy, value_spans
+from overture.recipes.main_job.call_accuracy import call_argument_accuracy, value_spans
 from overture.text import Tokenizer, ToolCall
 from overture.text.chat import call_json
 

@@ -1,4 +1,4 @@
-"""Tests of overture.rl.copying: repeated spans, scored on their second showing."""
+"""Tests of overture.recipes.main_job.copying: repeated spans, scored on their second showing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from overture.model import CausalLMOutput
-from overture.rl.copying import SPAN_TOKENS, repeated_span_accuracy, statement_tokens
+from overture.recipes.main_job.copying import SPAN_TOKENS, repeated_span_accuracy, statement_tokens
 from overture.text import Tokenizer
 
 VOCAB = 512

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from overture.agent import Trajectory
 from overture.cli.main import app
+from overture.evaluation.held_out import pass1_change, pass_at_k, summarize
 from overture.model import Transformer, save_pretrained
-from overture.rl.evaluation import pass1_change, pass_at_k, summarize
 from overture.tasks import Task, write_tasks
 
 

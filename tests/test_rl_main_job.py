@@ -24,10 +24,9 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import load_pretrained
-from overture.rl import rl_phase
-from overture.rl.checkpoints import complete_checkpoints
-from overture.rl.demonstrations import render_demonstration
-from overture.rl.job_config import (
+from overture.recipes.main_job import rl_phase
+from overture.recipes.main_job.job import _drop_records_after, train
+from overture.recipes.main_job.job_config import (
     check_job_config,
     lm_warmup_phase_config,
     resume_conflicts,
@@ -35,12 +34,17 @@ from overture.rl.job_config import (
     rl_phase_config,
     sft_phase_config,
 )
-from overture.rl.job_state import JobState
-from overture.rl.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
-from overture.rl.main_job import _drop_records_after, train
-from overture.rl.pretrain import corpus_tokens
+from overture.recipes.main_job.job_state import JobState
+from overture.recipes.main_job.job_tasks import TASK_FILE, builtin_cache_dir, load_task_set, split_tasks
+from overture.recipes.main_job.warmup_documents import (
+    heldout_repo_folders,
+    lm_warmup_documents,
+    repo_code_documents,
+)
+from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.run_dir import RunDir, read_metrics
-from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
+from overture.supervised.demonstrations import render_demonstration
+from overture.supervised.pretrain import corpus_tokens
 from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
 from overture.text import Tokenizer, corpus_texts
 from overture.text.corpus import corpus_documents

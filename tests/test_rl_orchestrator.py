@@ -12,8 +12,8 @@ import pytest
 from orchestrator_helpers import SandboxKillingPolicy, run_config, run_orchestrator
 
 from overture.agent import Trajectory
-from overture.rl.orchestrator import Orchestrator, StepReport, check_config
-from overture.rl.rollout_groups import TaskQueue, admissible, policy_versions, staleness
+from overture.orchestration.orchestrator import Orchestrator, StepReport, check_config
+from overture.orchestration.rollout_groups import TaskQueue, admissible, policy_versions, staleness
 
 
 def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups: int) -> None:

@@ -15,9 +15,9 @@ from overture.distributed.ray_engine import start_engine_actor
 from overture.distributed.ray_runtime import ray_cluster
 from overture.engine import Engine
 from overture.model import load_pretrained
-from overture.rl.orchestrator import Orchestrator, StepReport
-from overture.rl.ray_actors import ray_rl_runtime
-from overture.rl.rollout_groups import policy_versions
+from overture.orchestration.orchestrator import Orchestrator, StepReport
+from overture.orchestration.ray_actors import ray_rl_runtime
+from overture.orchestration.rollout_groups import policy_versions
 from overture.text import Tokenizer
 
 CPU = RuntimeConfig(device="cpu")

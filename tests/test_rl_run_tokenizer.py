@@ -10,7 +10,7 @@ from test_rl_sft import quiet, sft_config
 
 from overture.config import RunConfig
 from overture.rl.setup import TOKENIZER_RECORD_FILE, TokenizerMismatch, run_tokenizer
-from overture.rl.sft import sft
+from overture.supervised.sft import sft
 from overture.text import corpus_sha256, train_default_tokenizer
 from overture.viewer.run_data import find_tokenizer
 

@@ -12,16 +12,16 @@ from typer.testing import CliRunner
 
 from overture.cli.main import app
 from overture.config import RunConfig, save_config
-from overture.rl.demonstrations import (
+from overture.rl.run_dir import read_metrics
+from overture.rl.setup import load_tokenizer
+from overture.supervised.demonstrations import (
     DemonstrationError,
     read_demonstrations,
     render_demonstration,
     synthetic_demonstrations,
     without_untrained_turns,
 )
-from overture.rl.run_dir import read_metrics
-from overture.rl.setup import load_tokenizer
-from overture.rl.sft import DataOrder, drill_samples, load_demonstration_records, sft
+from overture.supervised.sft import DataOrder, sft
 from overture.text import Tokenizer, train_default_tokenizer
 
 VOCAB = 1024
@@ -182,82 +182,3 @@ def test_sft_command_runs_and_reports_bad_data(tmp_path):
     assert "more than training.seq_len = 64" in too_short.output
     missing = runner.invoke(app, ["sft", str(path), "--set", "sft.data=nowhere.jsonl", "--set", "name=x"])
     assert missing.exit_code == 2 and "nowhere.jsonl: demonstrations file not found" in missing.output
-
-
-FUNCTION = """\
-def scaled_total(values, factor):
-    total = 0
-    for value in values:
-        if value > 0:
-            total += value * factor
-    return total - 1
-"""
-
-
-def fix_demonstrations(count: int) -> list[dict]:
-    """Demonstrations of one fix: read a function with a bug in line 4, put the line back."""
-    records = []
-    for index in range(count):
-        path = f"src/module_{index}.py"
-        listing = "\n".join(
-            f"{n}|{line}" for n, line in enumerate(FUNCTION.replace("> 0", ">= 0").splitlines(), 1)
-        )
-        fix = {"file_path": path, "start_line": 4, "end_line": 4, "new_string": "        if value > 0:\n"}
-        records.append(
-            {
-                "messages": [
-                    {"role": "system", "content": "You are a coding agent."},
-                    {"role": "user", "content": f"A test of {path} fails."},
-                    {
-                        "role": "assistant",
-                        "content": "",
-                        "tool_calls": [{"name": "read_file", "arguments": {"path": path}}],
-                    },
-                    {"role": "tool", "content": listing + "\n[end of file: lines 1-6]"},
-                    {
-                        "role": "assistant",
-                        "content": "Fixing it.",
-                        "tool_calls": [{"name": "edit_lines", "arguments": fix}],
-                    },
-                    {"role": "tool", "content": f"{path}: replaced 1 line with 1."},
-                    {"role": "assistant", "content": "Done."},
-                ]
-            }
-        )
-    return records
-
-
-def test_sft_trains_on_edit_drills_of_its_training_demonstrations_and_resumes_their_order(tmp_path):
-    data = tmp_path / "fixes.jsonl"
-    data.write_text("".join(json.dumps(record) + "\n" for record in fix_demonstrations(10)))
-
-    def config(name: str) -> RunConfig:
-        run = sft_config(tmp_path, name=name, steps=8, checkpoint_every=3, batch_size=2)
-        run.sft.data, run.sft.val_fraction = str(data), 0.2
-        run.sft.edit_drills, run.sft.drills_per_batch = 3, 4
-        return run
-
-    tokenizer = load_tokenizer(config("drills"))
-    records, _ = load_demonstration_records(config("drills"))
-    drills = drill_samples(config("drills"), tokenizer, records)
-    # 3 drills from each of the 8 demonstrations trained on; the 2 held out give none
-    assert len(drills) == 8 * 3 and all(sample.trained_tokens > 0 for sample in drills)
-    whole = sft(config("whole"), echo=quiet)
-    assert whole["drills"] == 24
-    part = sft(config("part"), until_step=5, echo=quiet)
-    resumed = sft(config("part"), resume=True, echo=quiet)
-    assert part["steps"] == 5 and resumed["steps"] == 8
-
-    def losses(summary) -> dict[int, float]:
-        return {r["step"]: r["loss"] for r in read_metrics(summary["run_dir"]) if "loss" in r}
-
-    # the same demonstrations and drills in every batch after the resume as in the whole run
-    assert losses(resumed)[8] == pytest.approx(losses(whole)[8], rel=1e-6)
-    without = config("without")
-    without.sft.edit_drills = 0
-    assert drill_samples(without, tokenizer, records) == []
-    # The drills are in the batches: without them, other losses. After 8 steps from fresh weights
-    # the two differ by ~1e-4 of the loss (how much moves with the tokenizer, which the shipped
-    # source trains), far above a rerun's difference (the resume above: within 1e-6).
-    plain = sft(without, echo=quiet)
-    assert plain["drills"] == 0 and losses(plain)[8] != pytest.approx(losses(whole)[8], rel=1e-5)

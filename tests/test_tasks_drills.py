@@ -10,9 +10,9 @@ import re
 import pytest
 from tasks_helpers import config
 
-from overture.rl.demonstrations import render_demonstration
+from overture.recipes.main_job.drills import edit_drills
 from overture.sandbox import SandboxPool
-from overture.tasks.drills import edit_drills
+from overture.supervised.demonstrations import render_demonstration
 from overture.tasks.oracle import solve_all
 from overture.text import train_default_tokenizer
 

@@ -11,8 +11,8 @@ from tasks_helpers import config
 
 from overture.agent import ScriptedPolicy
 from overture.config import RunConfig
-from overture.rl.demonstrations import demonstration_problem, render_demonstration
 from overture.sandbox import SandboxPool
+from overture.supervised.demonstrations import demonstration_problem, render_demonstration
 from overture.tasks import oracle
 from overture.tasks.check import check_tasks
 from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all

@@ -22,8 +22,8 @@ from agent_helpers import call_text, make_repo, tokenizer
 
 from overture.agent import Episode, ScriptedPolicy, Trajectory
 from overture.config import RunConfig, save_config
-from overture.rl.evaluation import summarize
-from overture.rl.orchestrator import StepReport
+from overture.evaluation.held_out import summarize
+from overture.orchestration.orchestrator import StepReport
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, run_task_episode
 from overture.tasks.episodes import grade_episode

@@ -1,7 +1,7 @@
 """What `overture tools run` and `overture agent` do, apart from argument parsing.
 
 Layer 6 glue: a checkpoint runs through the engine behind the agent's `Policy` protocol
-(`overture.rl.engine_policy.EnginePolicy`), a scripted policy stands in for a model in tests and
+(`overture.orchestration.engine_policy.EnginePolicy`), a scripted policy stands in for a model in tests and
 demos, an observer prints the episode as it runs, and `apply_diff` writes the sandbox's diff
 back to the repository with `patch`.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from overture.agent import Episode, ScriptedPolicy, ToolContext, ToolSet, Trajectory
 from overture.config import RunConfig
-from overture.rl.engine_policy import EnginePolicy
+from overture.orchestration.engine_policy import EnginePolicy
 from overture.sandbox import SandboxError, SandboxPool
 from overture.text import Tokenizer, train_default_tokenizer
 

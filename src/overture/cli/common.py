@@ -37,9 +37,9 @@ def reports_errors(command: Callable) -> Callable:
     def run(*args, **kwargs):
         from overture.model import CheckpointError
         from overture.rl.checkpoints import TrainingCheckpointError
-        from overture.rl.demonstrations import DemonstrationError
         from overture.rl.run_dir import RunDirError
         from overture.sandbox import SandboxError
+        from overture.supervised.demonstrations import DemonstrationError
         from overture.tasks.spec import TaskError
         from overture.text import TokenizerError
 

@@ -45,7 +45,7 @@ def pretrain(
 
     `--set parallel.nproc=N` trains on N processes (as Ray actors with runtime.ray = true).
     """
-    from overture.rl.pretrain import pretrain as run_pretrain
+    from overture.supervised.pretrain import pretrain as run_pretrain
 
     run_config = load_config(config, set_ or [])
     summary = run_pretrain(
@@ -68,7 +68,7 @@ def sft(
 
     `--set parallel.nproc=N` trains on N processes (as Ray actors with runtime.ray = true).
     """
-    from overture.rl.sft import sft as run_sft
+    from overture.supervised.sft import sft as run_sft
 
     run_config = load_config(config, set_ or [])
     summary = run_sft(
@@ -200,10 +200,10 @@ def evaluate_checkpoint(
     import asyncio
 
     from overture.engine import Engine
+    from overture.evaluation.held_out import evaluate
     from overture.model import load_pretrained
-    from overture.rl.engine_policy import EnginePolicy
-    from overture.rl.evaluation import evaluate
-    from overture.rl.job_tasks import load_task_set, spread_over_repos
+    from overture.orchestration.engine_policy import EnginePolicy
+    from overture.recipes.main_job.job_tasks import load_task_set, spread_over_repos
     from overture.tasks.spec import write_jsonl
     from overture.text import Tokenizer
 

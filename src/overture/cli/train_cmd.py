@@ -21,8 +21,8 @@ def train(
     resume: Resume = False,
 ) -> None:
     """Build tasks, SFT on oracle demonstrations, evaluate, run RL, evaluate again; JSON summary."""
-    from overture.rl.job_display import JobDisplay
-    from overture.rl.main_job import train as run_train
+    from overture.recipes.main_job.job import train as run_train
+    from overture.recipes.main_job.job_display import JobDisplay
 
     if overwrite and resume:
         raise typer.BadParameter("give --overwrite or --resume, not both")

@@ -39,11 +39,6 @@ class ModelConfig(Section):
     attention_bias: bool = False
     tie_word_embeddings: bool = False
     initializer_range: float = Field(0.02, gt=0)
-    copy_circuit: bool = Field(
-        False,
-        description="fresh weights start with an induction circuit in layers 0-1, so that the model "
-        "copies from its context before any training (overture.model.copy_circuit)",
-    )
     # Mixture of experts.
     num_experts: int = Field(8, ge=0, description="0 makes every layer dense (a Qwen3 model)")
     num_experts_per_tok: int = Field(2, gt=0)
@@ -142,6 +137,18 @@ class TrainingConfig(Section):
     )
 
 
+class MainJobConfig(Section):
+    """What only the main job's recipe (`overture.recipes.main_job`) reads: how it initialises the
+    tiny policy it trains from scratch."""
+
+    copy_circuit: bool = Field(
+        False,
+        description="when the job starts from scratch (model.path unset), its fresh weights get an "
+        "induction circuit in layers 0-1, so that the model copies from its context before any "
+        "training (overture.recipes.main_job.copy_circuit)",
+    )
+
+
 class LMWarmupConfig(Section):
     """`overture train`'s language-model warm-up before SFT: next-token training (`overture
     pretrain`) on the frozen corpus overture ships, every token of the demonstrations SFT trains on and
@@ -155,7 +162,7 @@ class LMWarmupConfig(Section):
     edit_drills: int = Field(
         0,
         ge=0,
-        description="also train on up to this many edit drills (overture.tasks.drills) per read "
+        description="also train on up to this many edit drills (overture.recipes.main_job.drills) per read "
         "listing of each demonstration: one synthesized bug shown, the edit_lines that fixes it by "
         "its line numbers; 0 = none",
     )
@@ -245,15 +252,6 @@ class SFTConfig(Section):
     eval_every: int = Field(20, gt=0, description="optimizer steps between held-out evaluations")
     patience: int = Field(3, gt=0, description="evaluations without improvement before stopping early")
     min_delta: float = Field(1e-3, ge=0, description="held-out loss decrease that counts as improvement")
-    edit_drills: int = Field(
-        0,
-        ge=0,
-        description="edit drills (overture.tasks.drills) cut per read listing of each training "
-        "demonstration, trained alongside them; 0 = none",
-    )
-    drills_per_batch: int = Field(
-        16, gt=0, description="edit drills added to each batch of demonstrations"
-    )
 
 
 class EngineConfig(Section):
@@ -300,7 +298,7 @@ class EngineConfig(Section):
     keep_freed_host_memory: bool = Field(
         True,
         description="on CPU, raise glibc's malloc thresholds for the process so decode steps reuse "
-        "freed memory instead of page-faulting it again (overture.engine.cpu_tuning)",
+        "freed memory instead of page-faulting it again (overture.runtime.cpu)",
     )
     decode_threads: int = Field(
         1,
@@ -537,6 +535,7 @@ class RunConfig(Section):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
+    main_job: MainJobConfig = Field(default_factory=MainJobConfig)
     lm_warmup: LMWarmupConfig = Field(default_factory=LMWarmupConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)

@@ -37,7 +37,7 @@ from overture.agent import Generation
 from overture.config import EngineConfig, RuntimeConfig
 from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray
 from overture.engine import Engine
-from overture.model.devices import resolve_device
+from overture.runtime.devices import resolve_device
 
 # Seconds between tries while a dead engine actor is being restarted.
 RETRY_DELAY_S = 0.5

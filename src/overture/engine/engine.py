@@ -26,7 +26,6 @@ from typing import Any, Literal
 import torch
 
 from overture.config import EngineConfig
-from overture.engine.cpu_tuning import keep_freed_memory
 from overture.engine.kv_cache import PagedKVCache
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion, EngineError, RequestError, SamplingParams
@@ -34,6 +33,7 @@ from overture.engine.scheduler import Scheduler
 from overture.engine.sequence import Sequence
 from overture.engine.weights import apply_update, check_update
 from overture.model import Transformer, load_pretrained
+from overture.runtime.cpu import keep_freed_memory
 from overture.text import Tokenizer
 
 log = logging.getLogger(__name__)

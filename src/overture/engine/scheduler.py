@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 import torch
 
 from overture.config import EngineConfig
-from overture.engine.cpu_tuning import intra_op_threads
 from overture.engine.kv_cache import PagedKVCache, block_digests
 from overture.engine.paged_forward import PagedForward
 from overture.engine.params import Completion
 from overture.engine.repeat_guard import banned_continuations
 from overture.engine.sampling import BatchSampling, sample
 from overture.engine.sequence import Sequence
+from overture.runtime.cpu import intra_op_threads
 
 
 class Scheduler:

@@ -16,7 +16,6 @@ from torch import nn
 from overture import mx
 from overture.config import ModelConfig
 from overture.model.attention import Attention
-from overture.model.copy_circuit import install_copy_circuit
 from overture.model.layers import PrecisionLinear, RMSNorm, RotaryEmbedding, SwiGLU
 from overture.model.linear_cross_entropy import linear_cross_entropy
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
@@ -110,8 +109,7 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, initializer_range) for every matrix, ones for norms, zeros for biases; then the
-        induction circuit of `overture.model.copy_circuit` where the config asks for it."""
+        """Normal(0, initializer_range) for every matrix, ones for norms, zeros for biases."""
         std = self.config.initializer_range
         for module in self.modules():
             if isinstance(module, nn.Linear | nn.Embedding):
@@ -125,8 +123,6 @@ class Transformer(nn.Module):
                 module.weight.normal_(0.0, std)
             elif isinstance(module, RMSNorm):
                 module.weight.fill_(1.0)
-        if self.config.copy_circuit:
-            install_copy_circuit(self)
 
     def moe_routers(self) -> list[Router]:
         return [layer.mlp.gate for layer in self.layers if layer.is_moe]

@@ -1,5 +1,6 @@
-"""Layer 5: training — advantages, the RL objective, micro-batching, the trainer, checkpoints,
-SFT, the language-model warm-up, and the RL orchestrator (sync / async / async+partial).
+"""Layer 5: the RL algorithm — advantages, the objective, micro-batching and prefix sharing, the
+trainer — and what a training run is made of: checkpoints, the run directory, the tokenizer and
+model a run starts from.
 
 Importing this package is cheap: names are loaded from their modules on first use, so that
 `import overture.rl` does not pull in torch until something needs it.
@@ -24,12 +25,6 @@ _EXPORTS = {
     "load_checkpoint": "overture.rl.checkpoints",
     "latest_checkpoint": "overture.rl.checkpoints",
     "TrainingCheckpointError": "overture.rl.checkpoints",
-    "sft": "overture.rl.sft",
-    "EnginePolicy": "overture.rl.engine_policy",
-    "Orchestrator": "overture.rl.orchestrator",
-    "StepReport": "overture.rl.orchestrator",
-    "LocalEngine": "overture.rl.orchestrator",
-    "LocalTrainer": "overture.rl.orchestrator",
 }
 
 __all__ = sorted(_EXPORTS)

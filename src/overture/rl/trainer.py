@@ -53,7 +53,6 @@ from overture.distributed import (
     save_model,
     sum_router_loads,
 )
-from overture.engine.cpu_tuning import release_freed_memory
 from overture.model import Transformer, save_pretrained
 from overture.rl.batching import (
     PAD_SEQUENCE,
@@ -74,6 +73,7 @@ from overture.rl.losses import (
 from overture.rl.optim import MasterWeights, build_optimizer, learning_rate, set_learning_rate
 from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample, has_policy_signal
+from overture.runtime.cpu import release_freed_memory
 
 
 def check_sharded_training(config: RunConfig) -> None:
@@ -290,7 +290,7 @@ class Trainer:
         metrics["minibatches"] = rl.minibatches
         if self.device.type == "cpu":
             # An RL step's activations are freed in fragments across threads' malloc arenas; without
-            # this the process grows by most of a step's peak every step (overture.engine.cpu_tuning).
+            # this the process grows by most of a step's peak every step (overture.runtime.cpu).
             release_freed_memory()
         return metrics
 

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from overture.agent import Trajectory
-from overture.rl.rollout_groups import policy_versions, staleness
+from overture.orchestration.rollout_groups import policy_versions, staleness
 from overture.text import Tokenizer, TokenizerError
 from overture.viewer.edits import RECORDED_DIFF_KEY, episode_changes
 from overture.viewer.run_data import TrajectorySource

@@ -5,8 +5,9 @@ search into a read, a line of a listing into an edit. Transformers copy with ind
 (Olsson et al., 2022): one head moves each token's predecessor into its residual stream, a head
 of a later layer attends from the current token to the position after its earlier occurrence and
 writes that position's token. Small models trained from scratch form them late: the tiny policy
-had none after its whole warm-up (docs/benchmarks.md, "Copying as such"). `install_copy_circuit`
-writes one into layers 0 and 1 of a freshly initialised `Transformer`, as ordinary Qwen3 weights:
+had none after its whole warm-up (docs/experiments/induction-heads.md). `install_copy_circuit`
+writes one into layers 0 and 1 of a freshly initialised `Transformer`, as ordinary Qwen3 weights
+(the main job applies it to the weights it starts from, with `main_job.copy_circuit`):
 
 - The residual stream is split: dimension 0 holds a constant (every embedding's first entry, so
   the tied LM head adds the same logit to every token), the next `t` dimensions the token's
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from scipy.optimize import linprog
 
 from overture.config import ModelConfig
 from overture.model.attention import Attention
@@ -64,6 +64,12 @@ def previous_token_amplitudes(
     """Rotary frequencies of the first `pairs` pairs, the share of a positional score to give each,
     and the margin it reaches: distance 1 scores at least `margin` (of a unit score) above every
     other distance below `horizon`."""
+    try:
+        from scipy.optimize import linprog
+    except ImportError:
+        raise RuntimeError(
+            "main_job.copy_circuit needs scipy (its linear program): pip install 'overture[main-job]'"
+        ) from None
     freqs = rope_theta ** (-np.arange(pairs) * 2 / head_dim)
     distances = np.delete(np.arange(horizon), 1)
     shortfall = 1 - np.cos(np.outer(distances - 1, freqs))  # what each pair loses at each distance
@@ -102,7 +108,7 @@ def check_copy_circuit_shape(config: ModelConfig) -> None:
     if config.num_key_value_heads * (config.head_dim // 2) > token_dims:
         problems.append(f"hidden_size ({config.hidden_size}) is too small for the matching heads")
     if problems:
-        raise ValueError("model.copy_circuit: " + "; ".join(problems))
+        raise ValueError("main_job.copy_circuit: " + "; ".join(problems))
 
 
 @torch.no_grad()

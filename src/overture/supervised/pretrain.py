@@ -38,11 +38,11 @@ from overture.distributed import (
 )
 from overture.engine import Engine
 from overture.model import CausalLMOutput, Transformer, load_pretrained
-from overture.model.devices import resolve_device
 from overture.rl.run_dir import RunDir
 from overture.rl.setup import build_model, load_tokenizer, run_tokenizer
-from overture.rl.sft import prepare_run_dir, silent
 from overture.rl.trainer import Trainer, check_sharded_training
+from overture.runtime.devices import resolve_device
+from overture.supervised.sft import prepare_run_dir, silent
 from overture.text import Tokenizer, corpus_texts
 
 SAMPLE_PROMPT = "def "

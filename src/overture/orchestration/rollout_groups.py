@@ -20,7 +20,7 @@ had not yet dealt instead of starting the order again;
 `RolloutStats` counts what happened (aborts, resumes, retries, tokens, generation-idle time).
 
 The orchestrator starts groups through a `Rollouts` handle: `LocalRollouts` runs them in its own
-event loop; `overture.rl.ray_actors.RemoteRollouts` runs them in rollout-worker actors, each with
+event loop; `overture.orchestration.ray_actors.RemoteRollouts` runs them in rollout-worker actors, each with
 its own sandbox pool, by this same code.
 """
 

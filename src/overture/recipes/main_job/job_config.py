@@ -16,8 +16,8 @@ from typing import Any
 
 from overture.agent import ToolSet
 from overture.config import ConfigError, RunConfig
-from overture.model.copy_circuit import check_copy_circuit_shape
-from overture.rl.orchestrator import check_config
+from overture.orchestration.orchestrator import check_config
+from overture.recipes.main_job.copy_circuit import check_copy_circuit_shape
 from overture.tasks import Task
 
 
@@ -49,11 +49,14 @@ def _sub_run_settings(config: RunConfig, run_path: Path, name: str) -> dict[str,
     return data
 
 
-def lm_warmup_phase_config(config: RunConfig, run_path: Path) -> RunConfig:
+def lm_warmup_phase_config(config: RunConfig, run_path: Path, start: Path | None = None) -> RunConfig:
     """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
-    step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`)."""
+    step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`),
+    from the checkpoint `start` (the job's initial weights) when given."""
     warmup = config.lm_warmup
     data = _sub_run_settings(config, run_path, "lm-warmup")
+    if start is not None:
+        data["model"]["path"] = str(start)
     data["training"].update(
         steps=warmup.steps,
         batch_size=warmup.batch_size,
@@ -84,7 +87,7 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
             f"model.max_position_embeddings = {config.model.max_position_embeddings} is below "
             f"training.seq_len = {config.training.seq_len}: demonstrations would not fit the model"
         )
-    if config.model.path is None and config.model.copy_circuit:
+    if config.model.path is None and config.main_job.copy_circuit:
         try:
             check_copy_circuit_shape(config.model)
         except ValueError as exc:
@@ -103,7 +106,7 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
 # tokenizer, its model, the agent's tools (the system turn its demonstrations hold). Resumed under
 # other values, a run would mix its demonstrations and checkpoints with another run's tasks or
 # prompt; other settings (RL's steps, the engine's) may change.
-RUN_DEFINING = ("seed", "tasks", "tokenizer", "model", "agent.tools")
+RUN_DEFINING = ("seed", "tasks", "tokenizer", "model", "main_job", "agent.tools")
 
 
 def resume_conflicts(saved: RunConfig, config: RunConfig) -> list[str]:

@@ -4,9 +4,7 @@ The loss is next-token cross-entropy on the policy's tokens only (loss mask 1: t
 bodies), token-mean over each batch. A share of the demonstrations is held out; its loss is
 measured every `sft.eval_every` steps, the best weights so far are kept in
 `checkpoints/best/`, and training stops early after `sft.patience` evaluations without an
-improvement of at least `sft.min_delta`. With `sft.edit_drills`, every batch also holds
-`sft.drills_per_batch` drills (`overture.tasks.drills`) cut from the demonstrations trained on,
-in an order of their own. Training checkpoints (`checkpoints.py`) hold both data positions
+improvement of at least `sft.min_delta`. Training checkpoints (`checkpoints.py`) hold both data positions
 and the early-stopping state, so `--resume` continues exactly where a run stopped.
 
 With `parallel.nproc` > 1 the same function runs on every rank of a `run_parallel` job (local
@@ -28,14 +26,17 @@ import torch.distributed as dist
 
 from overture.config import RunConfig
 from overture.distributed import Meshes, launches_processes, meshes_for_run, run_parallel
-from overture.model.devices import resolve_device
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from overture.rl.demonstrations import demonstration_samples, read_demonstrations, synthetic_demonstrations
 from overture.rl.run_dir import RunDir
 from overture.rl.samples import TrainingSample
 from overture.rl.setup import build_model, load_tokenizer, run_tokenizer
 from overture.rl.trainer import Trainer, check_sharded_training
-from overture.tasks.drills import edit_drills
+from overture.runtime.devices import resolve_device
+from overture.supervised.demonstrations import (
+    demonstration_samples,
+    read_demonstrations,
+    synthetic_demonstrations,
+)
 from overture.text import Tokenizer
 
 
@@ -116,16 +117,6 @@ def load_demonstration_samples(config: RunConfig, tokenizer: Tokenizer) -> list[
     return demonstration_samples(tokenizer, records, config.training.seq_len, source)
 
 
-def drill_samples(config: RunConfig, tokenizer: Tokenizer, records: list[dict]) -> list[TrainingSample]:
-    """`sft.edit_drills` edit drills per read listing of the `records` SFT trains on (none of
-    those it holds out)."""
-    if not config.sft.edit_drills:
-        return []
-    train, _ = split_held_out(records, config.sft.val_fraction)
-    drills = [drill for record in train for drill in edit_drills(record, config.sft.edit_drills)]
-    return demonstration_samples(tokenizer, drills, config.training.seq_len, "drills")
-
-
 def _save_best(trainer: Trainer, tokenizer: Tokenizer, path: Path, lead: bool = True) -> None:
     trainer.save_weights(path)
     if lead:
@@ -190,16 +181,14 @@ def sft_rank(
     records, source = load_demonstration_records(config)
     samples = demonstration_samples(tokenizer, records, training.seq_len, source)
     train, held_out = split_held_out(samples, settings.val_fraction)
-    drills = drill_samples(config, tokenizer, records)
     trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False, meshes=meshes)
-    order, drill_order = DataOrder(len(train), config.seed), DataOrder(len(drills), config.seed + 1)
+    order = DataOrder(len(train), config.seed)
     stopping = EarlyStopping(settings.patience, settings.min_delta)
     initial_val = None
     restored = latest_checkpoint(checkpoints) if resume else None
     if restored:
         state = load_checkpoint(trainer, restored)
         order = DataOrder(len(train), config.seed, **state.data_position)
-        drill_order = DataOrder(len(drills), config.seed + 1, **state.extra.get("drill_position", {}))
         stopping = EarlyStopping(**state.extra["early_stopping"])
         initial_val = state.extra.get("initial_val_loss")
         echo(f"resumed from {restored} at step {trainer.step}")
@@ -208,7 +197,7 @@ def sft_rank(
         log(0, val_loss=initial_val)
     where = f"{device} x {meshes.world_size} processes" if meshes else f"{device}"
     echo(
-        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, {len(drills)} drills, "
+        f"sft {run_path}: {len(train)} demonstrations, {len(held_out)} held out, "
         f"held-out loss {initial_val:.3f} at start, {where}"
     )
 
@@ -216,15 +205,12 @@ def sft_rank(
         extra = {
             "early_stopping": asdict(stopping),
             "initial_val_loss": initial_val,
-            "drill_position": drill_order.position(),
         }
         return save_checkpoint(trainer, checkpoints, order.position(), extra, training.keep_checkpoints)
 
     last = min(training.steps, until_step) if until_step else training.steps
     while trainer.step < last and not stopping.should_stop:
         batch = [train[i] for i in order.take(training.batch_size)]
-        if drills:
-            batch += [drills[i] for i in drill_order.take(settings.drills_per_batch)]
         metrics = trainer.lm_step(batch)
         step = trainer.step
         if step % settings.eval_every == 0 or step == training.steps:
@@ -254,7 +240,6 @@ def sft_rank(
         "initial_val_loss": initial_val,
         "best_val_loss": stopping.best if stopping.best_step else None,
         "best_step": stopping.best_step,
-        "drills": len(drills),
         "seconds": round(time.time() - started, 1),
     }
     echo(f"held-out loss {initial_val:.3f} -> best {stopping.best:.3f} at step {stopping.best_step}")

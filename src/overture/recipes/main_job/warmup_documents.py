@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from overture.config import RunConfig
-from overture.rl.demonstrations import render_demonstration, without_system, without_untrained_turns
+from overture.supervised.demonstrations import render_demonstration, without_system, without_untrained_turns
 from overture.tasks import REPOS_FOLDER
 from overture.text import Tokenizer
 from overture.text.corpus import package_sources

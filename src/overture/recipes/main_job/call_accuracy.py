@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from overture.model import Transformer
-from overture.rl.demonstrations import render_demonstration
+from overture.supervised.demonstrations import render_demonstration
 from overture.text import Tokenizer, ToolCall
 from overture.text.chat import TOOL_CALL_OPEN, assistant_body_pieces, call_json
 from overture.text.conversation import encode_pieces

@@ -33,7 +33,7 @@ reaches its steps (which then train on the KL term alone, or are skipped).
 Engine, trainer and rollout groups are reached through small async interfaces (`EngineHandle`,
 `TrainerHandle`, `Rollouts`), in process by default (`LocalEngine`, `LocalTrainer`: heavy compute
 runs off the event loop; `LocalRollouts`), and as Ray actors when `runtime.ray` is set
-(`overture.rl.ray_actors`): the same orchestrator drives both (DESIGN.md decision 7).
+(`overture.orchestration.ray_actors`): the same orchestrator drives both (DESIGN.md decision 7).
 """
 
 from __future__ import annotations
@@ -48,9 +48,8 @@ from typing import Any, Protocol
 
 from overture.agent import Policy, ToolSet, Trajectory
 from overture.config import RunConfig
-from overture.rl.advantages import zero_signal_groups
-from overture.rl.engine_policy import EnginePolicy
-from overture.rl.rollout_groups import (
+from overture.orchestration.engine_policy import EnginePolicy
+from overture.orchestration.rollout_groups import (
     GroupRun,
     LocalRollouts,
     RolloutEnv,
@@ -60,6 +59,7 @@ from overture.rl.rollout_groups import (
     policy_versions,
     staleness,
 )
+from overture.rl.advantages import zero_signal_groups
 from overture.rl.samples import samples_from_trajectories
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task

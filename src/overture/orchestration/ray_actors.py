@@ -1,7 +1,7 @@
 """The RL run on Ray: trainer, engine and rollout workers as actors behind the orchestrator's handles.
 
 `runtime.ray = true` (or `runtime.ray_address`) makes `overture train` run its RL phase here; the
-orchestrator is the same object as in process (`overture.rl.orchestrator`), driving
+orchestrator is the same object as in process (`overture.orchestration.orchestrator`), driving
 
 - `RemoteTrainer` → `TrainerActor`s: the `Trainer` as `parallel.nproc` rank actors in one
   placement group (one rank: the unsharded trainer; more: sharded by `overture.distributed`, HSDP
@@ -11,7 +11,7 @@ orchestrator is the same object as in process (`overture.rl.orchestrator`), driv
   (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
 - `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `ray_engine`).
 - `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
-  runs whole groups (episodes, tools, grading) by `overture.rl.rollout_groups`' code, talking to
+  runs whole groups (episodes, tools, grading) by `overture.orchestration.rollout_groups`' code, talking to
   the engine actor. The orchestrator's pause / release / cancel of a group reach its worker as
   numbered commands; the worker applies the newest one whatever the order they arrive in, and one
   that arrives before the group starts is applied when it does.
@@ -36,11 +36,11 @@ from overture.distributed.meshes import meshes_for_run
 from overture.distributed.ray_engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
 from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray, ray_cluster
 from overture.model import load_pretrained
-from overture.model.devices import resolve_device
+from overture.orchestration.orchestrator import train_on_trajectories
+from overture.orchestration.rollout_groups import LocalRollouts, RolloutEnv
 from overture.rl.checkpoints import load_checkpoint, save_checkpoint
-from overture.rl.orchestrator import train_on_trajectories
-from overture.rl.rollout_groups import LocalRollouts, RolloutEnv
 from overture.rl.trainer import Trainer
+from overture.runtime.devices import resolve_device
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task
 from overture.text import Tokenizer

@@ -8,32 +8,32 @@ Phases, each calling the component that owns it:
    with its record, read back from there on resume (refused when the config gives another) and by
    the sub-runs;
 3. SFT — the oracle solves the train tasks (`job_tasks.write_oracle_demonstrations`); when
-   `lm_warmup.steps` > 0, `overture.rl.pretrain.pretrain` first trains next-token prediction on
+   `lm_warmup.steps` > 0, `overture.supervised.pretrain.pretrain` first trains next-token prediction on
    the frozen corpus overture ships, less the held-out repositories' source (`tasks.heldout_repos`: a
    held-out repository is code the model has never seen; the held-out functions of the other
    repositories are new bugs in code it has), and on every token of the demonstrations SFT
    trains on (the conversations' tool output included, which is where the copying a fix needs is
    seen most; their shared system message once, `warmup_documents`) and, with
-   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.tasks.drills`), and
+   `lm_warmup.edit_drills`, on edit drills cut from their reads (`overture.recipes.main_job.drills`), and
    with `lm_warmup.repo_code_repeats` on more copies of the
    train repositories' library code (`warmup_documents.repo_code_documents`: code to know by
    heart, so that the fixed function can be written out), in the sub-run `RUN/lm-warmup/`; then
-   `overture.rl.sft.sft` trains on the demonstrations' assistant turns, from the warm-up's
+   `overture.supervised.sft.sft` trains on the demonstrations' assistant turns, from the warm-up's
    checkpoint when there is one, until the held-out loss stops improving (its own early
    stopping), in the sub-run `RUN/sft/`;
    RL starts from its best weights, and how exactly they reproduce the held-out demonstrations'
    tool calls is measured (`call_accuracy`: which arguments the model can write at all), and
    for it and the warm-up's checkpoint whether they copy at all (`copying`: random spans shown
-   twice, `overture.rl.copying`);
+   twice, `overture.recipes.main_job.copying`);
 4. held-out pass@1 of that checkpoint (`evaluation.evaluate` through the engine); RL on the
-   train tasks (`overture.rl.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
+   train tasks (`overture.recipes.main_job.rl_phase`) with the `Orchestrator` in the mode the `[rl]`
    section gives, a training checkpoint every `training.checkpoint_every` steps (and after the
    last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller), with pass@1's change and
    its standard error paired by task (`evaluation.pass1_change`).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
-run as Ray actors (`overture.rl.ray_actors`), driven by the same orchestrator; the trainer actor
+run as Ray actors (`overture.orchestration.ray_actors`), driven by the same orchestrator; the trainer actor
 writes the RL checkpoints, and the newest one hands the trained weights back to this process
 for the evaluation after RL and the final checkpoint.
 
@@ -72,14 +72,14 @@ import torch
 
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
-from overture.model import Transformer, load_pretrained
-from overture.model.devices import resolve_device
-from overture.rl.call_accuracy import call_argument_accuracy
-from overture.rl.checkpoints import latest_checkpoint, load_checkpoint
-from overture.rl.copying import repeated_span_accuracy, statement_tokens
-from overture.rl.demonstrations import read_demonstrations
-from overture.rl.evaluation import evaluate, pass1_change
-from overture.rl.job_config import (
+from overture.evaluation.held_out import evaluate, pass1_change
+from overture.model import Transformer, load_pretrained, save_pretrained
+from overture.orchestration.orchestrator import LocalEngine
+from overture.recipes.main_job.call_accuracy import call_argument_accuracy
+from overture.recipes.main_job.copy_circuit import install_copy_circuit
+from overture.recipes.main_job.copying import repeated_span_accuracy, statement_tokens
+from overture.recipes.main_job.drills import edit_drills
+from overture.recipes.main_job.job_config import (
     check_job_config,
     lm_warmup_phase_config,
     resume_conflicts,
@@ -87,19 +87,24 @@ from overture.rl.job_config import (
     rl_phase_config,
     sft_phase_config,
 )
-from overture.rl.job_display import JobDisplay
-from overture.rl.job_state import JobState
-from overture.rl.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
-from overture.rl.orchestrator import LocalEngine
-from overture.rl.pretrain import pretrain
-from overture.rl.rl_phase import RL_COUNTS, RLPhase, rl_totals
+from overture.recipes.main_job.job_display import JobDisplay
+from overture.recipes.main_job.job_state import JobState
+from overture.recipes.main_job.job_tasks import load_task_set, split_tasks, write_oracle_demonstrations
+from overture.recipes.main_job.rl_phase import RL_COUNTS, RLPhase, rl_totals
+from overture.recipes.main_job.warmup_documents import (
+    heldout_repo_folders,
+    lm_warmup_documents,
+    repo_code_documents,
+)
+from overture.rl.checkpoints import latest_checkpoint, load_checkpoint
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import run_tokenizer
-from overture.rl.sft import sft, split_held_out
 from overture.rl.trainer import Trainer
-from overture.rl.warmup_documents import heldout_repo_folders, lm_warmup_documents, repo_code_documents
+from overture.runtime.devices import resolve_device
+from overture.supervised.demonstrations import read_demonstrations
+from overture.supervised.pretrain import pretrain
+from overture.supervised.sft import sft, split_held_out
 from overture.tasks import Task
-from overture.tasks.drills import edit_drills
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
@@ -237,9 +242,10 @@ class MainJob:
             )
             self.state.record("demonstrations", counts)
         self._timed("demonstrations", began)
-        start = None
+        start = self._initial_weights()
         if self.config.lm_warmup.steps:
-            start = Path((self.state.get("lm_warmup") or self._lm_warmup(demos, tokenizer))["checkpoint"])
+            warmed = self.state.get("lm_warmup") or self._lm_warmup(demos, tokenizer, start)
+            start = Path(warmed["checkpoint"])
         sft_config = sft_phase_config(self.config, self.run_dir.path, demos, start)
         self.display.phase("SFT on oracle demonstrations")
         began = time.time()
@@ -258,6 +264,21 @@ class MainJob:
         """The demonstration records SFT trains on and those it holds out, split as SFT splits them."""
         return split_held_out(read_demonstrations(demos), self.config.sft.val_fraction)
 
+    def _initial_weights(self) -> Path | None:
+        """Where the job's first phase starts when the config names no checkpoint: fresh weights
+        drawn from the seed, with the induction circuit of `copy_circuit` when
+        `main_job.copy_circuit` asks for it, saved once as `RUN/init/`; None with `model.path`."""
+        if self.config.model.path:
+            return None
+        init = self.run_dir.path / "init"
+        if not (init / "config.json").is_file():
+            torch.manual_seed(self.config.seed)
+            model = Transformer(self.config.model)
+            if self.config.main_job.copy_circuit:
+                install_copy_circuit(model)
+            save_pretrained(model.to(getattr(torch, self.config.training.dtype)), init)
+        return init
+
     def _load(self, weights: Path) -> Transformer:
         """A checkpoint's weights, in the run's training dtype, to measure on the CPU."""
         return load_pretrained(weights, dtype=getattr(torch, self.config.training.dtype))
@@ -275,7 +296,7 @@ class MainJob:
     def _copying(
         self, model: Transformer, tokenizer: Tokenizer, held_out: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """Whether a checkpoint copies at all (`overture.rl.copying`): spans of the held-out
+        """Whether a checkpoint copies at all (`overture.recipes.main_job.copying`): spans of the held-out
         demonstrations' statement tokens, shown twice."""
         copying = repeated_span_accuracy(model, statement_tokens(tokenizer, held_out), seed=self.config.seed)
         self.display.echo(
@@ -284,10 +305,10 @@ class MainJob:
         )
         return copying
 
-    def _lm_warmup(self, demos: Path, tokenizer: Tokenizer) -> dict[str, Any]:
+    def _lm_warmup(self, demos: Path, tokenizer: Tokenizer, start: Path | None) -> dict[str, Any]:
         """Next-token training on the shipped corpus, on every token of the demonstrations SFT
-        will train on (not those it holds out to stop on) and on the edit drills cut from them;
-        an interrupted warm-up starts again."""
+        will train on (not those it holds out to stop on) and on the edit drills cut from them,
+        from `start` (the job's initial weights); an interrupted warm-up starts again."""
         self.display.phase(f"language-model warm-up ({self.config.lm_warmup.steps} steps)")
         began = time.time()
         records, held_out = self._sft_split(demos)
@@ -295,7 +316,7 @@ class MainJob:
         drills = [drill for record in records for drill in edit_drills(record, per_listing)]
         self.display.echo(f"warm-up documents: {len(records)} demonstrations, {len(drills)} edit drills")
         documents = lm_warmup_documents(tokenizer, records, drills)
-        config = lm_warmup_phase_config(self.config, self.run_dir.path)
+        config = lm_warmup_phase_config(self.config, self.run_dir.path, start)
         unseen = heldout_repo_folders(self.config)
         repo_code = repo_code_documents(tokenizer, self.config)
         if repo_code:

@@ -24,8 +24,8 @@ from rich.progress import (
 from rich.table import Table
 
 from overture.agent import Trajectory
-from overture.rl.evaluation import EVAL_METRICS
-from overture.rl.orchestrator import StepReport
+from overture.evaluation.held_out import EVAL_METRICS
+from overture.orchestration.orchestrator import StepReport
 
 
 class JobDisplay:

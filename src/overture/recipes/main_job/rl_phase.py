@@ -1,7 +1,7 @@
 """The main job's RL phase: the orchestrator's steps (in process, or on Ray's actors), and each
 step's records, trajectories and training checkpoints.
 
-`MainJob` (`overture.rl.main_job`) builds the trainer and the engine, evaluates before and after,
+`MainJob` (`overture.recipes.main_job.job`) builds the trainer and the engine, evaluates before and after,
 and hands this phase the run directory and the job's state to write into.
 """
 
@@ -15,12 +15,18 @@ from typing import Any
 
 from overture.config import RunConfig
 from overture.engine import Engine
+from overture.orchestration.orchestrator import (
+    LocalEngine,
+    LocalTrainer,
+    Orchestrator,
+    StepReport,
+    local_rollouts,
+)
+from overture.orchestration.ray_actors import ray_rl_runtime
+from overture.recipes.main_job.job_config import rl_mode
+from overture.recipes.main_job.job_display import JobDisplay
+from overture.recipes.main_job.job_state import JobState
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from overture.rl.job_config import rl_mode
-from overture.rl.job_display import JobDisplay
-from overture.rl.job_state import JobState
-from overture.rl.orchestrator import LocalEngine, LocalTrainer, Orchestrator, StepReport, local_rollouts
-from overture.rl.ray_actors import ray_rl_runtime
 from overture.rl.run_dir import RunDir
 from overture.rl.trainer import Trainer
 from overture.sandbox import SandboxPool
