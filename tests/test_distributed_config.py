@@ -22,7 +22,7 @@ from overture.distributed import (
 )
 from overture.distributed.comm_model import fsdp_bytes
 from overture.distributed.expert_parallel import expert_major_order
-from overture.distributed.launch import resolve_backend
+from overture.distributed.process_group import resolve_backend
 
 
 def test_dp_shard_defaults_to_the_rest_of_nproc():

@@ -19,8 +19,8 @@ RAY = Path(sys.executable).with_name("ray")
 CLIENT = """
 import sys
 from overture.config import RuntimeConfig
-from overture.distributed.ray_runtime import ray_cluster
-from overture.distributed.ray_engine import WeightsKeeper
+from overture.distributed.ray.cluster import ray_cluster
+from overture.distributed.ray.engine import WeightsKeeper
 
 with ray_cluster(RuntimeConfig(ray_address=sys.argv[1])) as ray:
     print(ray.get_runtime_context().gcs_address)

@@ -11,8 +11,8 @@ import torch
 from orchestrator_helpers import run_config
 
 from overture.config import EngineConfig, RuntimeConfig
-from overture.distributed.ray_engine import start_engine_actor
-from overture.distributed.ray_runtime import ray_cluster
+from overture.distributed.ray.cluster import ray_cluster
+from overture.distributed.ray.engine import start_engine_actor
 from overture.engine import Engine
 from overture.model import load_pretrained
 from overture.orchestration.orchestrator import Orchestrator, StepReport

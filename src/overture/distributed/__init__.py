@@ -26,17 +26,7 @@ from overture.distributed.checkpoint import (
 )
 from overture.distributed.comm_counter import CollectiveCounter
 from overture.distributed.expert_parallel import ExpertDispatch, all_to_all, shard_experts
-from overture.distributed.launch import (
-    LaunchError,
-    LineRelay,
-    ProcessEnv,
-    RemoteEcho,
-    free_port,
-    launches_processes,
-    ray_spawn,
-    run_parallel,
-    spawn,
-)
+from overture.distributed.launch import launches_processes, run_parallel
 from overture.distributed.lm_step import (
     BatchSplitError,
     StepResult,
@@ -48,6 +38,7 @@ from overture.distributed.lm_step import (
     local_batch,
     sum_router_loads,
 )
+from overture.distributed.log_relay import LineRelay, RemoteEcho
 from overture.distributed.meshes import (
     LayoutError,
     Meshes,
@@ -56,6 +47,9 @@ from overture.distributed.meshes import (
     meshes_for_run,
 )
 from overture.distributed.parallelize import parallelize
+from overture.distributed.process_group import LaunchError, ProcessEnv, free_port
+from overture.distributed.ray.ranks import ray_spawn
+from overture.distributed.spawn import spawn
 
 __all__ = [
     "BatchSplitError",

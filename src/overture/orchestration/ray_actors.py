@@ -8,8 +8,8 @@ orchestrator is the same object as in process (`overture.orchestration.orchestra
   and expert parallelism as `[parallel]` lays them out), every call made on every rank and
   answered by rank 0. `export_weights` returns an object reference, so the
   weights go from the trainer's process through Ray's object store to the engine's
-  (`overture.distributed.ray_engine`) without a stop in the orchestrator's.
-- `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `ray_engine`).
+  (`overture.distributed.ray.engine`) without a stop in the orchestrator's.
+- `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `overture.distributed.ray.engine`).
 - `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
   runs whole groups (episodes, tools, grading) by `overture.orchestration.rollout_groups`' code, talking to
   the engine actor. The orchestrator's pause / release / cancel of a group reach its worker as
@@ -31,10 +31,11 @@ from typing import Any
 
 from overture.agent import Trajectory
 from overture.config import RunConfig
-from overture.distributed.launch import RayRank, default_device_type, join_job, ray_rank_actors
 from overture.distributed.meshes import meshes_for_run
-from overture.distributed.ray_engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
-from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray, ray_cluster
+from overture.distributed.process_group import default_device_type, join_job
+from overture.distributed.ray.cluster import ACTOR_OPTIONS, import_ray, ray_cluster
+from overture.distributed.ray.engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
+from overture.distributed.ray.ranks import RayRank, ray_rank_actors
 from overture.model import load_pretrained
 from overture.orchestration.orchestrator import train_on_trajectories
 from overture.orchestration.rollout_groups import LocalRollouts, RolloutEnv

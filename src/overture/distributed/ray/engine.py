@@ -35,7 +35,7 @@ from typing import Any
 
 from overture.agent import Generation
 from overture.config import EngineConfig, RuntimeConfig
-from overture.distributed.ray_runtime import ACTOR_OPTIONS, import_ray
+from overture.distributed.ray.cluster import ACTOR_OPTIONS, import_ray
 from overture.engine import Engine
 from overture.runtime.devices import resolve_device
 

@@ -5,7 +5,7 @@
 remote one) and leaves it running. A cluster that is already up in this process is used as it is.
 
 The engine and rollout-worker actors ask for no CPU of Ray's scheduler (`ACTOR_OPTIONS`), and
-training ranks for a hundredth of one (`launch.ray_rank_actors`): on one machine they share the
+training ranks for a hundredth of one (`ranks.ray_rank_actors`): on one machine they share the
 cores the way the in-process runtime's threads do, each setting torch's intra-op threads from
 `runtime.threads` (`overture.runtime.devices`). Placing actors on the nodes of a real cluster
 (GPUs, CPU quotas) is not this file's job.
