@@ -9,7 +9,8 @@ orchestrator is the same object as in process (`overture.orchestration.orchestra
   answered by rank 0. `export_weights` returns an object reference, so the
   weights go from the trainer's process through Ray's object store to the engine's
   (`overture.distributed.ray.engine`) without a stop in the orchestrator's.
-- `RemoteEngine` → the engine actor, restarted by Ray if its process dies (see `overture.distributed.ray.engine`).
+- `RemoteEngine` → the engine actor, restarted by Ray if its process dies
+  (`overture.distributed.ray.engine`).
 - `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
   runs whole groups (episodes, tools, grading) by `overture.orchestration.rollout_groups`' code, talking to
   the engine actor. The orchestrator's pause / release / cancel of a group reach its worker as

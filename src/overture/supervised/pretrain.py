@@ -1,6 +1,6 @@
-"""Language-model warm-up: next-token training of the policy on the corpus overture ships.
+"""Language-model warm-up: next-token training of the policy on the frozen corpus overture ships.
 
-`overture pretrain CONFIG` (and `make train` until the RL loop lands) runs it end to end:
+`overture pretrain CONFIG` runs it end to end:
 tokenizer (trained here or loaded), model (from scratch or from a checkpoint), AdamW with
 warmup and cosine decay, the router's auxiliary loss and balancing bias, held-out loss before
 and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample. The main

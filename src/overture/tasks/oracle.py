@@ -5,8 +5,8 @@ task's reference fix only to decide what to type: which file to open, which line
 its edits: `edit_lines` calls that give the changed lines by the numbers `read_file` printed and
 their new text. A line-anchored edit spares the model copying the buggy text exactly, which a
 small model does badly because it writes code as it should be rather than as it is (see
-docs/benchmarks.md); the edits of one file go bottom-up, so that each call's line numbers are
-those of the file as read. The turns are:
+docs/experiments/old-string-tokens.md); the edits of one file go bottom-up, so that each call's
+line numbers are those of the file as read. The turns are:
 
 1. `grep` for the definition of the function involved and `codebase_search` for the failing
    test's behaviour, in parallel;

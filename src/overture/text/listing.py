@@ -3,7 +3,7 @@
 The space makes a line number the same token in a listing as in the JSON of a call that names it
 (`"start_line": 11`): a byte-level BPE reads ` 11` as one token and `11` at the start of a line
 as another, and the tiny model copies a number more often than it translates one
-(docs/benchmarks.md, `edit_lines` in the main job). The agent's tools and the corpus' sample
+(docs/experiments/edit-lines.md). The agent's tools and the corpus' sample
 conversations print listings through this one function, so the two cannot drift apart.
 """
 
