@@ -106,6 +106,20 @@ def test_glob_file_search(repo):
     assert one(repo, "glob_file_search", pattern="*.rs").response == "no files match '*.rs'"
 
 
+def test_hidden_folders_keep_their_dot_in_every_tool(repo):
+    # Real repositories have `.github/`: a path the tools print must be one they accept back.
+    (repo / ".github").mkdir()
+    (repo / ".github" / "FUNDING.yml").write_text("github: [calc]\n")
+    (repo / ".config.d").mkdir()
+    (repo / ".config.d" / "total.py").write_text("def running_total_of_funding(xs):\n    return sum(xs)\n")
+    assert one(repo, "glob_file_search", pattern="*.yml").response == ".github/FUNDING.yml"
+    assert "1|github: [calc]" in one(repo, "read_file", path=".github/FUNDING.yml").response
+    assert ".config.d/total.py" in one(repo, "glob_file_search", pattern="**/*.py").response
+    searched = one(repo, "codebase_search", query="running total of funding")
+    assert not searched.error and ".config.d/total.py" in searched.response
+    assert one(repo, "grep", pattern="funding", path=".config.d").response.startswith(".config.d/total.py")
+
+
 def test_listings_leave_bytecode_caches_out(repo):
     # Task snapshots keep their test modules' bytecode beside them; the agent sees source only.
     (repo / "tests" / "__pycache__").mkdir()
