@@ -23,7 +23,7 @@ assert torch.cuda.is_available(), "no CUDA device: nothing to check"
 print(f"torch {torch.__version__}, triton {triton.__version__}, on {torch.cuda.get_device_name()}")
 PY
 tests=0
-timeout 300 "$PYTHON" -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_mx_triton.py tests/test_mx_cuda.py ||
+timeout 300 "$PYTHON" -m pytest -q -rs -m gpu -p no:cacheprovider tests/unit/mx/test_mx_triton.py tests/unit/mx/test_mx_cuda.py ||
 	tests=$?
 timeout 180 "$PYTHON" benchmarks/mx.py --rows 2048 --cols 2048 --steps 3 --repeats 3
 exit "$tests"

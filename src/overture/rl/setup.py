@@ -28,28 +28,33 @@ class TokenizerMismatch(ValueError):
     """A run whose own tokenizer is not the one asked for, or not the one it recorded."""
 
 
-def load_tokenizer(config: RunConfig) -> Tokenizer:
-    """`tokenizer.path` when set; else the tokenizer saved with the `model.path` checkpoint; else
-    the byte-level BPE trained on the frozen corpus `tokenizer.corpus` (the same ids whatever
-    version of the package trains it)."""
+def tokenizer_directory(config: RunConfig) -> tuple[str, str] | None:
+    """Where the config's tokenizer is read from — (`"tokenizer.path"`, it) when set, else
+    (`"model.path"`, it) when that checkpoint holds one — or None: the default BPE is trained."""
     if config.tokenizer.path:
-        return Tokenizer.from_dir(config.tokenizer.path)
+        return "tokenizer.path", config.tokenizer.path
     if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
-        return Tokenizer.from_dir(config.model.path)
-    tokens = config.tokenizer
-    return train_default_tokenizer(tokens.vocab_size, tokens.corpus)
+        return "model.path", config.model.path
+    return None
+
+
+def load_tokenizer(config: RunConfig) -> Tokenizer:
+    """The tokenizer of `tokenizer_directory`, or the byte-level BPE trained on the frozen corpus
+    `tokenizer.corpus` (the same ids whatever version of the package trains it)."""
+    directory = tokenizer_directory(config)
+    if directory is not None:
+        return Tokenizer.from_dir(directory[1])
+    return train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.corpus)
 
 
 def tokenizer_record(config: RunConfig, tokenizer: Tokenizer) -> dict[str, Any]:
     """What a run records of its tokenizer (see the module docstring)."""
-    settings = config.tokenizer
     record: dict[str, Any] = {"fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size}
-    if settings.path:
-        return {**record, "from": "tokenizer.path", "path": settings.path}
-    if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
-        return {**record, "from": "model.path", "path": config.model.path}
-    corpus = {"version": settings.corpus, "sha256": corpus_sha256(settings.corpus)}
-    return {**record, "from": "corpus", "corpus": corpus}
+    directory = tokenizer_directory(config)
+    if directory is not None:
+        return {**record, "from": directory[0], "path": directory[1]}
+    corpus = config.tokenizer.corpus
+    return {**record, "from": "corpus", "corpus": {"version": corpus, "sha256": corpus_sha256(corpus)}}
 
 
 def run_tokenizer(config: RunConfig, run_path: Path, resume: bool) -> Tokenizer:
@@ -75,12 +80,10 @@ def run_tokenizer(config: RunConfig, run_path: Path, resume: bool) -> Tokenizer:
 
 def _described(config: RunConfig) -> str:
     """Where the config's tokenizer comes from, in words."""
-    settings = config.tokenizer
-    if settings.path:
-        return f"tokenizer.path {settings.path}"
-    if config.model.path and (Path(config.model.path) / TOKENIZER_FILE).is_file():
-        return f"model.path {config.model.path}"
-    return f"the BPE of corpus {settings.corpus}, vocab_size {settings.vocab_size}"
+    directory = tokenizer_directory(config)
+    if directory is not None:
+        return " ".join(directory)
+    return f"the BPE of corpus {config.tokenizer.corpus}, vocab_size {config.tokenizer.vocab_size}"
 
 
 def check_saved_tokenizer(directory: Path) -> Tokenizer:

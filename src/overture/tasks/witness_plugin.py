@@ -14,9 +14,9 @@ back or reordered, and a line from anyone without the key is told apart. The rec
 import; `canaries` once collection is done (role → node id, or the problem that stopped them);
 one per test phase as pytest logs it (`id`, `when`, `outcome`, `xfail`, and `canary`: the role,
 "" for the run's own tests); `end` when the session finishes, naming the code of pytest and pluggy
-that is no longer what it was at import (`changed`); `exit` as the interpreter exits, after every
-other exit hook (it was registered first), saying whether the JUnit report was rewritten after the
-session (`report_rewritten`).
+that is no longer what it was before the first conftest loaded (`changed`); `exit` as the
+interpreter exits, after every other exit hook (it was registered first), saying whether the
+JUnit report was rewritten after the session (`report_rewritten`).
 
 Two tripwires, for tampering that has no effect here but shows intent. Every function, method and
 class of `_pytest`, `pluggy` and `pytest` is kept by reference just before the first conftest

@@ -49,7 +49,7 @@ from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_
 from overture.text import Tokenizer, corpus_texts
 from overture.text.corpus import corpus_documents
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "smoke.toml"
 runner = CliRunner()
 

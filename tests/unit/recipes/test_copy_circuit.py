@@ -16,7 +16,7 @@ from overture.recipes.main_job.copying import repeated_span_accuracy
 from overture.recipes.main_job.job_config import check_job_config
 from overture.text.markers import SPECIAL_TOKENS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def tiny(*overrides: str) -> RunConfig:

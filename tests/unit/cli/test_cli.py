@@ -17,7 +17,7 @@ from overture.model import load_pretrained
 from overture.rl.run_dir import read_metrics
 from overture.text import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 

@@ -19,7 +19,7 @@ from overture.tasks.synthesis import library_files, run_baseline
 from overture.tasks.task_sets import build_task_set, bundled_repo, bundled_repos
 from overture.text import train_default_tokenizer
 
-THIRD_PARTY = Path(__file__).parents[1] / ".cache" / "third-party" / "inflection-0.5.1"
+THIRD_PARTY = Path(__file__).parents[2] / ".cache" / "third-party" / "inflection-0.5.1"
 JOBS = os.cpu_count() or 1
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import RunConfig, save_config
 from overture.rl.run_dir import read_metrics
-from overture.rl.setup import load_tokenizer
+from overture.rl.setup import TokenizerMismatch, load_tokenizer
 from overture.supervised.demonstrations import (
     DemonstrationError,
     read_demonstrations,
@@ -182,3 +182,13 @@ def test_sft_command_runs_and_reports_bad_data(tmp_path):
     assert "more than training.seq_len = 64" in too_short.output
     missing = runner.invoke(app, ["sft", str(path), "--set", "sft.data=nowhere.jsonl", "--set", "name=x"])
     assert missing.exit_code == 2 and "nowhere.jsonl: demonstrations file not found" in missing.output
+
+
+def test_a_resumed_sft_run_under_another_tokenizer_is_refused_before_training(tmp_path):
+    sft(sft_config(tmp_path, steps=4), until_step=2, echo=quiet)
+    metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
+    other = sft_config(tmp_path, steps=4).model_copy(deep=True)
+    other.tokenizer.vocab_size += 64
+    with pytest.raises(TokenizerMismatch, match="is not the one this config gives"):
+        sft(other, resume=True, echo=quiet)
+    assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics  # nothing of the run was touched

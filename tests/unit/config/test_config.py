@@ -8,7 +8,7 @@ import pytest
 
 from overture.config import ConfigError, RunConfig, config_to_toml, load_config, save_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write(tmp_path, text: str) -> Path:

@@ -1,16 +1,15 @@
 """A run's own tokenizer: saved with a record of where it came from, read back on resume and
-refused when the config now gives another, and the only one the viewer decodes the run with."""
+refused when the config now gives another (for SFT: `unit/supervised/test_sft.py`), and the only
+one the viewer decodes the run with."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from test_rl_sft import quiet, sft_config
 
 from overture.config import RunConfig
 from overture.rl.setup import TOKENIZER_RECORD_FILE, TokenizerMismatch, run_tokenizer
-from overture.supervised.sft import sft
 from overture.text import corpus_sha256, train_default_tokenizer
 from overture.viewer.run_data import find_tokenizer
 
@@ -41,16 +40,6 @@ def test_a_resume_reads_the_runs_own_tokenizer_and_refuses_another(tmp_path):
     message = str(refused.value)
     assert str(tmp_path / "tokenizer.json") in message and "the BPE of corpus v1, vocab_size 700" in message
     assert "resume with the run's own [tokenizer] and [model] settings" in message
-
-
-def test_a_resumed_sft_run_under_another_tokenizer_is_refused_before_training(tmp_path):
-    sft(sft_config(tmp_path, steps=4), until_step=2, echo=quiet)
-    metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
-    other = sft_config(tmp_path, steps=4).model_copy(deep=True)
-    other.tokenizer.vocab_size += 64
-    with pytest.raises(TokenizerMismatch, match="is not the one this config gives"):
-        sft(other, resume=True, echo=quiet)
-    assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics  # nothing of the run was touched
 
 
 def test_the_viewer_decodes_only_with_the_runs_own_tokenizer(tmp_path):

@@ -14,7 +14,7 @@ from overture.sandbox import PathEscape
 from overture.sandbox.errors import NotRegularFile
 from overture.sandbox.limits import CgroupLimits
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from overture.tasks import REPOS_FOLDER
 from overture.text import DEFAULT_CORPUS, CorpusError, corpus_sha256, corpus_texts, train_default_tokenizer
 from overture.text.corpus import CORPORA, corpus_documents, corpus_path
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[3]
 FINGERPRINT_IN_A_FRESH_PROCESS = """
 import overture
 from overture.text import train_default_tokenizer

@@ -252,7 +252,7 @@ def test_default_tokenizer_trains_on_the_frozen_corpus() -> None:
     tok = train_default_tokenizer(vocab_size=1024)
     assert tok.vocab_size <= 1024
     assert [tok.token_id(s) for s in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
-    source = (Path(__file__).parents[1] / "src/overture/text/chat.py").read_text()
+    source = (Path(__file__).parents[3] / "src/overture/text/chat.py").read_text()
     ids = tok.encode(source)
     assert tok.decode(ids) == source
     # Over 2.2 bytes per token at 1k vocabulary (the corpus mixes overture's code with the bundled
