@@ -42,7 +42,8 @@ there. What grading relies on, and what is caught:
 - tripwires for attacks on what grading does not read: code of pytest or pluggy changed during
   the session (a monkeypatched `_pytest.junitxml._NodeReporter`, `_multicall`), and the JUnit
   report named in argv — never read for outcomes — rewritten after the session (an `atexit`
-  hook) are `tampering` too;
+  hook) are `tampering` too (functions and classes replaced or removed are named; additions are
+  not, and state held in objects is left to the canaries);
 - three canaries — clones of the task's own tests (FAIL_TO_PASS first) with the same node id,
   function and fixtures, one that must pass, one fail, one error — run among the tests; whatever
   makes failing tests pass (patched `Function.runtest` or `TestReport`, hook wrappers registered

@@ -15,17 +15,20 @@ import; `canaries` once collection is done (role → node id, or the problem tha
 one per test phase as pytest logs it (`id`, `when`, `outcome`, `xfail`, and `canary`: the role,
 "" for the run's own tests); `end` when the session finishes, naming the code of pytest and pluggy
 that is no longer what it was before the first conftest loaded (`changed`); `exit` as the
-interpreter exits, after every other exit hook (it was registered first), saying whether the
-JUnit report was rewritten after the session (`report_rewritten`).
+interpreter exits, after every exit hook registered later — all those the workspace's code can
+register, since this hook is registered before any of it runs — saying whether the JUnit report
+was rewritten after the session (`report_rewritten`).
 
 Two tripwires, for tampering that has no effect here but shows intent. Every function, method and
 class of `_pytest`, `pluggy` and `pytest` is kept by reference just before the first conftest
 loads (pytest has patched itself by then; nothing of the workspace has run) and compared, by
-identity, at the session's end: a monkeypatched `_pytest` (a `_NodeReporter.append_failure` made
-`append_pass`, a patched `Function.runtest`) is named in `changed`. And the run writes a JUnit
-report beside this file (the graded command names it with `--junitxml`) that grading never reads:
-its SHA-256 at the session's end must still be its SHA-256 at exit, so an exit hook that rewrites
-the report in `sys.argv` is seen.
+identity and, for functions, by their code and defaults, at the session's end: a monkeypatched
+`_pytest` (a `_NodeReporter.append_failure` made `append_pass`, a patched `Function.runtest`, a
+function given another `__code__`) is named in `changed`. What is added rather than replaced is
+not: pytest itself sets some module attributes lazily (`_pytest.doctest` its runner class).
+And the run writes a JUnit report beside this file (the graded command names it with
+`--junitxml`) that grading never reads: its SHA-256 at the session's end must still be its SHA-256
+at exit, so an exit hook that rewrites the report in `sys.argv` is seen.
 
 The three canaries are clones of tests of the run (of the ids ordered, when collected, that no
 mark skips): the same node id, function, parameters, fixtures and marks, each placed just before
@@ -73,47 +76,70 @@ class CanaryFailure(AssertionError):
     """What the `fail` canary's call raises."""
 
 
-def code_of_pytest() -> dict[tuple[str, str], dict[str, object]]:
-    """(module, class or "") → name → object, for every function, method and class of the watched
-    packages' loaded modules and of the classes they define."""
-    found: dict[tuple[str, str], dict[str, object]] = {}
+def _identity(value: object) -> tuple:
+    """What a watched object is made of, compared by identity: a function's code and defaults
+    too (they can be replaced on the same object), and the functions a descriptor wraps."""
+    if isinstance(value, types.FunctionType):
+        return (value, value.__code__, value.__defaults__, value.__kwdefaults__)
+    if isinstance(value, (classmethod, staticmethod)):
+        return (value, *_identity(value.__func__))
+    if isinstance(value, property):
+        return (value, *(part for f in (value.fget, value.fset, value.fdel) for part in _identity(f)))
+    return (value,)
+
+
+def code_of_pytest() -> dict[tuple[str, str], dict[str, tuple]]:
+    """(module, class or "") → name → `_identity`, for every function, method and class of the
+    watched packages' loaded modules and of the classes they define."""
+    found: dict[tuple[str, str], dict[str, tuple]] = {}
     for module_name, module in list(sys.modules.items()):
         if module_name.partition(".")[0] not in WATCHED_PACKAGES or not isinstance(module, types.ModuleType):
             continue
         members = dict(vars(module))
-        found[(module_name, "")] = {name: value for name, value in members.items() if isinstance(value, CODE)}
+        found[(module_name, "")] = {
+            name: _identity(value) for name, value in members.items() if isinstance(value, CODE)
+        }
         for name, value in members.items():
             if isinstance(value, type) and value.__module__ == module_name:
                 found[(module_name, name)] = {
-                    member: code for member, code in vars(value).items() if isinstance(code, CODE)
+                    member: _identity(code) for member, code in vars(value).items() if isinstance(code, CODE)
                 }
     return found
 
 
-def changed_code(before: dict[tuple[str, str], dict[str, object]]) -> list[str]:
-    """Dotted names of what `before` held that is now gone, replaced or added to."""
+def changed_code(before: dict[tuple[str, str], dict[str, tuple]]) -> list[str]:
+    """Dotted names, sorted, of what `before` held that is now gone or replaced (additions are not
+    changes: pytest makes some itself)."""
     now = code_of_pytest()
     changed = []
     for (module_name, class_name), members in before.items():
         current = now.get((module_name, class_name), {})
         prefix = ".".join(filter(None, (module_name, class_name)))
-        for name in sorted(members.keys() | current.keys()):
-            if members.get(name) is not current.get(name):
+        for name, was in members.items():
+            is_now = current.get(name, ())
+            if len(was) != len(is_now) or any(a is not b for a, b in zip(was, is_now, strict=True)):
                 changed.append(f"{prefix}.{name}")
-    return changed
+    return sorted(changed)
 
 
 def _digest(path: str) -> str:
-    """The file's SHA-256; "" when there is none; "not a file" for a FIFO or device put there
-    (opened without blocking, never read)."""
+    """The file's SHA-256; "" when there is none or it cannot be read; "not a file" for a FIFO or
+    device put there (opened without blocking, never read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return ""
-    with open(fd, "rb") as report:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "not a file"
-        return hashlib.file_digest(report, "sha256").hexdigest()
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 class Witness:

@@ -7,6 +7,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import sys
+import types
 
 import pytest
 from tasks_helpers import config, in_sandbox
@@ -173,3 +175,38 @@ def test_the_reference_fix_resolves_every_bundled_repositorys_tasks(tmp_path):
     for task, graded, _ in grades:
         assert (graded.resolution, graded.score, graded.reason) == ("resolved", 1.0, ""), task.instance_id
         assert graded.canaries == {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
+
+
+PROBE = """
+class Reporter:
+    def fail(self):
+        return 'failed'
+
+    def passed(self):
+        return 'passed'
+
+
+def helper(x=1):
+    return x
+
+
+RUNNER_CLASS = None
+"""
+
+
+def test_the_code_tripwire_names_replaced_code_and_not_what_pytest_adds(monkeypatch):
+    from overture.tasks import witness_plugin
+
+    probe = types.ModuleType("_pytest._overture_probe")
+    exec(PROBE, probe.__dict__)
+    monkeypatch.setitem(sys.modules, probe.__name__, probe)
+    before = witness_plugin.code_of_pytest()
+    assert witness_plugin.changed_code(before) == []
+    probe.RUNNER_CLASS = type("Runner", (), {})  # as `_pytest.doctest` sets its runner lazily
+    probe.Reporter.extra = lambda self: 3
+    assert witness_plugin.changed_code(before) == []
+    probe.helper.__code__ = (lambda x=1: x + 1).__code__  # the same function object, other code
+    probe.Reporter.fail = probe.Reporter.passed
+    assert witness_plugin.changed_code(before) == [
+        "_pytest._overture_probe.Reporter.fail", "_pytest._overture_probe.helper",
+    ]  # fmt: skip
