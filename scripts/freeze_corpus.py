@@ -14,6 +14,7 @@ this script from the package as it stood when the corpus was frozen.
 from __future__ import annotations
 
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ def documents() -> list[CorpusDocument]:
 
 
 def main(version: str, folder: Path | None = None) -> None:
+    if not re.fullmatch(r"v[0-9]+", version):
+        sys.exit(f"{version!r}: a corpus version is v and a number (tokenizer.corpus), e.g. v2")
     path = folder / f"{version}.jsonl.gz" if folder is not None else corpus_path(version)
     if path.exists():
         sys.exit(f"{path} exists: a shipped version is never made again; pick a new version")

@@ -1,11 +1,11 @@
 """Building what every training job starts from: the tokenizer and the policy a config names,
 and the tokenizer a run keeps as its own.
 
-A run saves its tokenizer in its directory (`tokenizer.json`) with `tokenizer_record.json`: the
-tokenizer's fingerprint and where it came from — the frozen corpus (version and SHA-256) and the
-BPE's settings, or the directory it was read from. A resumed run reads its own tokenizer back and
-is refused when its config now gives another; readers (the viewer) check the saved file against
-the record. A run's token ids are never re-derived behind its back.
+A run saves its tokenizer in its directory (`tokenizer.json`) with `tokenizer_record.json`
+(`overture.rl.tokenizer_record`): the tokenizer's fingerprint and where it came from — the frozen
+corpus (version and SHA-256), or the directory it was read from. A resumed run reads its own
+tokenizer back (checked against its record) and is refused when its config now gives another. A
+run's token ids are never re-derived behind its back.
 """
 
 from __future__ import annotations
@@ -18,14 +18,9 @@ import torch
 
 from overture.config import RunConfig
 from overture.model import Transformer, load_pretrained
+from overture.rl.tokenizer_record import TOKENIZER_RECORD_FILE, TokenizerMismatch, check_saved_tokenizer
 from overture.text import Tokenizer, corpus_sha256, train_default_tokenizer
 from overture.text.tokenizer import TOKENIZER_FILE
-
-TOKENIZER_RECORD_FILE = "tokenizer_record.json"
-
-
-class TokenizerMismatch(ValueError):
-    """A run whose own tokenizer is not the one asked for, or not the one it recorded."""
 
 
 def tokenizer_directory(config: RunConfig) -> tuple[str, str] | None:
@@ -63,13 +58,14 @@ def run_tokenizer(config: RunConfig, run_path: Path, resume: bool) -> Tokenizer:
     when the config now gives another."""
     wanted = load_tokenizer(config)
     if resume and (run_path / TOKENIZER_FILE).is_file():
-        own = Tokenizer.from_dir(run_path)
+        own = check_saved_tokenizer(run_path)
         if own.fingerprint != wanted.fingerprint:
             raise TokenizerMismatch(
                 f"{run_path / TOKENIZER_FILE}: the run's tokenizer (fingerprint {own.fingerprint[:12]}, "
                 f"{own.vocab_size} ids) is not the one this config gives (fingerprint "
-                f"{wanted.fingerprint[:12]}, {wanted.vocab_size} ids, {_described(config)}); resume with "
-                "the run's own [tokenizer] and [model] settings"
+                f"{wanted.fingerprint[:12]}, {wanted.vocab_size} ids, {_described(config)}); resume "
+                "under the run's own config.toml, with the overture (and corpus) it was made with, or "
+                "start a new run"
             )
         return own
     wanted.save(run_path)
@@ -84,24 +80,6 @@ def _described(config: RunConfig) -> str:
     if directory is not None:
         return " ".join(directory)
     return f"the BPE of corpus {config.tokenizer.corpus}, vocab_size {config.tokenizer.vocab_size}"
-
-
-def check_saved_tokenizer(directory: Path) -> Tokenizer:
-    """The tokenizer a run saved in `directory`, checked against its record when it has one;
-    `TokenizerMismatch` when they differ."""
-    tokenizer = Tokenizer.from_dir(directory)
-    record_file = directory / TOKENIZER_RECORD_FILE
-    if record_file.is_file():
-        try:
-            recorded = json.loads(record_file.read_text()).get("fingerprint")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise TokenizerMismatch(f"{record_file}: not a tokenizer record: {exc}") from None
-        if recorded != tokenizer.fingerprint:
-            raise TokenizerMismatch(
-                f"{directory / TOKENIZER_FILE} is not the tokenizer the run recorded "
-                f"(fingerprint {tokenizer.fingerprint[:12]}, recorded {str(recorded)[:12]})"
-            )
-    return tokenizer
 
 
 def build_model(config: RunConfig, tokenizer: Tokenizer, device: torch.device) -> Transformer:

@@ -145,9 +145,22 @@ class Tokenizer:
 
     @property
     def fingerprint(self) -> str:
-        """SHA-256 of the tokenizer's JSON: equal for tokenizers that give the same ids, however
-        they were made (trained, or read from a file)."""
-        return hashlib.sha256(self._backend.to_str().encode()).hexdigest()
+        """SHA-256 of what decides the ids — the model's kind, vocabulary and merges, the added
+        tokens, the normalizer and pre-tokenizer — in a canonical form: equal for tokenizers that
+        give the same ids however they were made (trained, read from a file) and whichever
+        `tokenizers` release wrote their JSON (merges were "a b" strings before 0.20, pairs since)."""
+        data = json.loads(self._backend.to_str())
+        model = data["model"]
+        merges = [" ".join(merge) if isinstance(merge, list) else merge for merge in model.get("merges", [])]
+        canonical = {
+            "type": model.get("type"),
+            "vocab": sorted(model.get("vocab", {}).items(), key=lambda item: item[1]),
+            "merges": merges,
+            "added": sorted((token["id"], token["content"]) for token in data.get("added_tokens", [])),
+            "normalizer": data.get("normalizer"),
+            "pre_tokenizer": data.get("pre_tokenizer"),
+        }
+        return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
     @property
     def im_start_id(self) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from overture.agent import Trajectory
 from overture.config import ConfigError, RunConfig, load_config
 from overture.rl.run_dir import RunDirError
-from overture.rl.setup import TokenizerMismatch, check_saved_tokenizer
+from overture.rl.tokenizer_record import TokenizerMismatch, check_saved_tokenizer
 from overture.text import Tokenizer, TokenizerError
 
 RL_STEP_FILE = re.compile(r"rl-step-(\d+)$")

@@ -4,6 +4,7 @@ refused."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,15 @@ def test_a_shape_that_cannot_hold_the_circuit_is_refused_before_the_job_starts(o
         check_job_config(config)
     with pytest.raises(ValueError, match=r"main_job\.copy_circuit"):
         install_copy_circuit(Transformer(config.model))
+
+
+def test_a_missing_scipy_is_named_before_the_job_starts(monkeypatch):
+    found = importlib.util.find_spec
+
+    def without_scipy(name, *rest):
+        return None if name == "scipy" else found(name, *rest)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_scipy)
+    with pytest.raises(ConfigError, match=r"main_job\.copy_circuit needs scipy .*overture\[main-job\]"):
+        check_job_config(tiny("main_job.copy_circuit=true"))
+    check_job_config(tiny("main_job.copy_circuit=false"))

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from overture.config import RunConfig
-from overture.rl.setup import TOKENIZER_RECORD_FILE, TokenizerMismatch, run_tokenizer
+from overture.rl.setup import run_tokenizer
+from overture.rl.tokenizer_record import TOKENIZER_RECORD_FILE, TokenizerMismatch
 from overture.text import corpus_sha256, train_default_tokenizer
 from overture.viewer.run_data import find_tokenizer
 
@@ -39,7 +40,7 @@ def test_a_resume_reads_the_runs_own_tokenizer_and_refuses_another(tmp_path):
         run_tokenizer(_config(tmp_path, vocab_size=700), tmp_path, resume=True)
     message = str(refused.value)
     assert str(tmp_path / "tokenizer.json") in message and "the BPE of corpus v1, vocab_size 700" in message
-    assert "resume with the run's own [tokenizer] and [model] settings" in message
+    assert "resume under the run's own config.toml" in message
 
 
 def test_the_viewer_decodes_only_with_the_runs_own_tokenizer(tmp_path):

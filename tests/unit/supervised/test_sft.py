@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import RunConfig, save_config
 from overture.rl.run_dir import read_metrics
-from overture.rl.setup import TokenizerMismatch, load_tokenizer
+from overture.rl.setup import load_tokenizer
+from overture.rl.tokenizer_record import TokenizerMismatch
 from overture.supervised.demonstrations import (
     DemonstrationError,
     read_demonstrations,

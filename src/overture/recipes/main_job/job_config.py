@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,11 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
             check_copy_circuit_shape(config.model)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if importlib.util.find_spec("scipy") is None:
+            raise ConfigError(
+                "main_job.copy_circuit needs scipy (the circuit's linear program): "
+                "pip install 'overture[main-job]', or set main_job.copy_circuit = false"
+            )
     ToolSet.for_agent(config.agent)  # names only tools there are
     if config.tasks.eval_size < 1:
         raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
