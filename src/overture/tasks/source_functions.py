@@ -10,13 +10,15 @@ from __future__ import annotations
 import ast
 import functools
 
+from overture.runtime.python_source import parse_python
+
 
 @functools.lru_cache(maxsize=64)
 def function_spans(source: str) -> tuple[tuple[int, int], ...]:
     """(first line, the `def`; last line) of every function and method of `source`, nested ones
     included, in `ast.walk` order; empty when the source does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return ()
     return tuple(

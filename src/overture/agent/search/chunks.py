@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from overture.runtime.python_source import parse_python
+
 WINDOW_LINES = 40
 WINDOW_OVERLAP = 10
 MAX_CHUNK_LINES = 80
@@ -85,7 +87,7 @@ def chunk_file(path: str, text: str) -> list[Chunk]:
         return []
     if path.endswith((".py", ".pyi")):
         try:
-            return _python_chunks(path, lines, ast.parse(text))
+            return _python_chunks(path, lines, parse_python(text))
         except (SyntaxError, ValueError):
             pass  # not parseable: windows still make it searchable
     return windows(path, lines, 1, len(lines))
