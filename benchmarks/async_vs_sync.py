@@ -64,9 +64,8 @@ from overture.orchestration.orchestrator import (
 )
 from overture.orchestration.ray_actors import ray_rl_runtime
 from overture.orchestration.rollout_groups import policy_versions
-from overture.recipes.main_job.job_config import rl_phase_config
 from overture.rl.setup import build_model, load_tokenizer
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import rl_trainer
 from overture.runtime.devices import resolve_device
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task, read_tasks
@@ -143,7 +142,7 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     tokenizer = Tokenizer.from_dir(checkpoint)
     cpu_before, began = machine_cpu_seconds(), time.monotonic()
     if config.runtime.uses_ray:
-        reports, wall = asyncio.run(run_on_ray(args, rl_phase_config(config), tasks, tokenizer))
+        reports, wall = asyncio.run(run_on_ray(args, config, tasks, tokenizer))
     else:
         reports, wall = run_in_process(args, config, tasks, tokenizer)
     figures = mode_figures(mode, config, reports, wall)
@@ -159,13 +158,15 @@ def run_in_process(
 ) -> tuple[list[StepReport], float]:
     checkpoint = Path(args.model)
     engine = Engine.from_pretrained(checkpoint, config=config.engine)
-    trainer = Trainer(load_pretrained(checkpoint), rl_phase_config(config))
-    handle = LocalEngine(engine)
+    trainer = rl_trainer(load_pretrained(checkpoint), config)
+    handle = LocalEngine(engine, temperature=config.rl.sampling_temperature(config.engine))
 
     async def main() -> tuple[list[StepReport], float]:
         async with SandboxPool(config.sandbox) as pool:
             rollouts = local_rollouts(config, handle, pool, tokenizer)
-            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), rollouts)
+            orchestrator = Orchestrator(
+                config.rl, config.seed, tasks, handle, LocalTrainer(trainer), rollouts
+            )
             began = time.monotonic()
             reports = await orchestrator.run(args.steps)
             return reports, time.monotonic() - began
@@ -180,7 +181,9 @@ async def run_on_ray(
     args: argparse.Namespace, config: RunConfig, tasks: list[Task], tokenizer: Tokenizer
 ) -> tuple[list[StepReport], float]:
     async with ray_rl_runtime(config, args.model, tokenizer) as ray_rl:
-        orchestrator = Orchestrator(config, tasks, ray_rl.engine, ray_rl.trainer, ray_rl.rollouts)
+        orchestrator = Orchestrator(
+            config.rl, config.seed, tasks, ray_rl.engine, ray_rl.trainer, ray_rl.rollouts
+        )
         began = time.monotonic()
         reports = await orchestrator.run(args.steps)
         return reports, time.monotonic() - began
@@ -264,9 +267,9 @@ def prepare(args: argparse.Namespace) -> None:
     if args.tasks is None:
         out = Path(args.workdir) / "tasks" / "tasks.jsonl"
         # Every task in the train split: the modes deal train tasks only.
-        synth = config.model_copy(deep=True)
-        synth.tasks.heldout_function_fraction = 0.0
-        asyncio.run(build_task_set([bundled_repo("ledger")], out, args.task_count, synth, seed=args.seed))
+        synth = config.tasks.model_copy(update={"heldout_function_fraction": 0.0})
+        repos = [bundled_repo("ledger")]
+        asyncio.run(build_task_set(repos, out, args.task_count, config.sandbox, synth, seed=args.seed))
         args.tasks = str(out)
 
 

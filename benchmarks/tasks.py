@@ -59,7 +59,9 @@ def synthesize(repo: str, n: int, jobs: int, select: bool, scratch: Path) -> tup
     config = RunConfig.model_validate({"tasks": {"select_tests": select}})
     started = time.perf_counter()
     out = scratch / f"select-{select}" / "tasks.jsonl"
-    tasks, (stats,) = asyncio.run(build_task_set([bundled_repo(repo)], out, n, config, jobs=jobs))
+    tasks, (stats,) = asyncio.run(
+        build_task_set([bundled_repo(repo)], out, n, config.sandbox, config.tasks, jobs=jobs)
+    )
     return tasks, stats, time.perf_counter() - started
 
 

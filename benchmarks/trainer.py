@@ -39,7 +39,7 @@ from overture.model import Transformer
 from overture.rl.batching import build_micro_batches
 from overture.rl.prefix_sharing import position_cost
 from overture.rl.samples import TrainingSample
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import rl_trainer
 from overture.runtime.devices import resolve_device
 from overture.supervised.demonstrations import demonstration_samples, read_demonstrations
 from overture.text import Tokenizer
@@ -107,7 +107,7 @@ def measure(args: argparse.Namespace, layout_name: str, batch: str) -> dict:
     device = resolve_device(config.runtime.model_copy(update={"device": "cpu" if args.cpu else "auto"}))
     torch.manual_seed(0)
     model = Transformer(config.model).to(device)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     vocab = config.model.vocab_size
     if batch == "agent":
         samples = agent_batch(args, vocab, 0)

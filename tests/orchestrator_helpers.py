@@ -23,7 +23,7 @@ from overture.orchestration.orchestrator import (
     StepReport,
     local_rollouts,
 )
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import rl_trainer
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task
 from overture.text import Tokenizer
@@ -64,14 +64,16 @@ def run_orchestrator(
     """`steps` steps of the orchestrator; the reports and the engine's final version."""
     tokenizer = Tokenizer.from_dir(checkpoint)
     engine = Engine.from_pretrained(checkpoint, config=config.engine)
-    trainer = Trainer(load_pretrained(checkpoint), config)
+    trainer = rl_trainer(load_pretrained(checkpoint), config)
     handle = LocalEngine(engine)
     policy = handle.policy() if wrap_policy is None else wrap_policy(handle.policy())
 
     async def main() -> list[StepReport]:
         async with SandboxPool(config.sandbox) as pool:
             rollouts = local_rollouts(config, handle, pool, tokenizer, policy)
-            orchestrator = Orchestrator(config, tasks, handle, LocalTrainer(trainer), rollouts)
+            orchestrator = Orchestrator(
+                config.rl, config.seed, tasks, handle, LocalTrainer(trainer), rollouts
+            )
             # A broken admission rule can stall the run: fail then, do not hang.
             return await asyncio.wait_for(orchestrator.run(steps), RUN_TIMEOUT_S)
 

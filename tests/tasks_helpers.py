@@ -125,7 +125,8 @@ def config(**tasks: Any) -> RunConfig:
 def synthesize(root: Path, count: int, **tasks: Any) -> list[Task]:
     repo = make_numbers_repo(root)
     out = root / "set" / "tasks.jsonl"
-    found, _ = asyncio.run(build_task_set([repo], out, count, config(**tasks), seed=3))
+    run = config(**tasks)
+    found, _ = asyncio.run(build_task_set([repo], out, count, run.sandbox, run.tasks, seed=3))
     return found
 
 

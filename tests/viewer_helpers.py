@@ -119,7 +119,7 @@ async def _resumed_episode(task: Task, config: RunConfig, pool: SandboxPool) -> 
         partial = Trajectory.from_dict((await running).to_dict())
         new = ScriptedPolicy(tokenizer(), script, version=1)
         resumed = await Episode.resume(partial, new, box, tokenizer(), config=config.agent).run()
-        graded = await grade_episode(task, box, resumed, config)
+        graded = await grade_episode(task, box, resumed, config.tasks)
     return graded
 
 
@@ -130,7 +130,7 @@ async def _episodes(repo: Path, config: RunConfig) -> dict[str, list[Trajectory]
     async with SandboxPool(config.sandbox) as pool:
 
         async def play(on: Task, policy: Any, group: str) -> Trajectory:
-            return await run_task_episode(on, policy, pool, tok, config, group_id=group)
+            return await run_task_episode(on, policy, pool, tok, config.agent, config.tasks, group_id=group)
 
         failed = await play(task, FailingPolicy(), "eval-0")
         solved = await play(task, ScriptedPolicy(tok, [EXPLORE, FIX, TEST, FINISH], version=0), "g1")

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
-from overture.model import load_pretrained
+from overture.model import Transformer, load_pretrained
 from overture.recipes.main_job import rl_phase
 from overture.recipes.main_job.job import _drop_records_after, train
 from overture.recipes.main_job.job_config import (
@@ -31,7 +31,6 @@ from overture.recipes.main_job.job_config import (
     lm_warmup_phase_config,
     resume_conflicts,
     rl_mode,
-    rl_phase_config,
     sft_phase_config,
 )
 from overture.recipes.main_job.job_state import JobState
@@ -43,8 +42,9 @@ from overture.recipes.main_job.warmup_documents import (
 )
 from overture.rl.checkpoints import complete_checkpoints
 from overture.rl.run_dir import RunDir, read_metrics
+from overture.rl.trainer import rl_trainer
 from overture.supervised.demonstrations import render_demonstration
-from overture.supervised.pretrain import corpus_tokens
+from overture.supervised.pretrain import LMPhase, corpus_tokens
 from overture.tasks import REPOS_FOLDER, Task, TaskError, bundled_repo, bundled_repos, read_tasks, write_tasks
 from overture.text import Tokenizer, corpus_texts
 from overture.text.corpus import corpus_documents
@@ -70,21 +70,17 @@ def make_tasks(train: int, heldout: int) -> list[Task]:
 # ----------------------------------------------------------------------------- fast: the pieces
 
 
-def test_rl_phase_takes_its_steps_and_schedule_from_the_rl_section(tmp_path):
-    config = smoke_config(tmp_path, "rl.steps=7", "rl.lr=0.0005", "rl.warmup_steps=2")
-    rl = rl_phase_config(config)
-    assert (rl.training.steps, rl.training.lr, rl.training.warmup_steps) == (7, 0.0005, 2)
-    assert rl.training.seq_len == config.training.seq_len and rl.rl == config.rl
-    assert config.training.steps == 4  # the SFT cap is untouched
-    assert rl_phase_config(RunConfig()).training.lr == RunConfig().training.lr  # rl.lr unset
-    # The decay's floor: the training section's unless rl.min_lr_ratio sets its own.
-    assert rl.training.min_lr_ratio == config.training.min_lr_ratio
-    constant = rl_phase_config(smoke_config(tmp_path, "rl.min_lr_ratio=1"))
-    assert constant.training.min_lr_ratio == 1.0 and config.training.min_lr_ratio != 1.0
-    # RL may sample hotter than the evaluations: its rollouts and the trainer's logprobs alike.
-    assert rl.engine.temperature == config.engine.temperature
-    hotter = rl_phase_config(smoke_config(tmp_path, "rl.temperature=0.9"))
-    assert hotter.engine.temperature == 0.9 and config.engine.temperature != 0.9
+def test_the_rl_trainer_takes_its_steps_and_schedule_from_the_rl_section(tmp_path):
+    config = smoke_config(tmp_path, "rl.steps=7", "rl.lr=0.0005", "rl.warmup_steps=2", "rl.temperature=0.9")
+    trainer = rl_trainer(Transformer(config.model), config)
+    schedule = trainer.optimizer_config
+    assert (schedule.steps, schedule.lr, schedule.warmup_steps) == (7, 0.0005, 2)
+    assert schedule.min_lr_ratio == config.training.min_lr_ratio  # unless rl.min_lr_ratio sets one
+    assert trainer.rl == config.rl and trainer.training == config.training
+    # RL may sample hotter than the evaluations: the trainer scores at RL's temperature.
+    assert trainer.sampling_temperature == 0.9 and config.engine.temperature != 0.9
+    assert config.training.steps == 4 and config.training.lr != 0.0005  # SFT's settings untouched
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.0005
 
 
 def test_sft_runs_as_a_sub_run_on_the_demonstrations(tmp_path):
@@ -99,11 +95,11 @@ def test_the_lm_warmup_runs_as_a_sub_run_and_sft_starts_from_it(tmp_path):
     config = smoke_config(tmp_path, "lm_warmup.steps=5", "lm_warmup.seq_len=32", "lm_warmup.lr=0.01")
     warmup = lm_warmup_phase_config(config, tmp_path / "smoke")
     assert Path(warmup.output_dir) / warmup.name == tmp_path / "smoke" / "lm-warmup"
-    training = warmup.training
-    assert (training.steps, training.batch_size, training.seq_len, training.lr) == (5, 2, 32, 0.01)
-    assert warmup.model == config.model and config.training.steps == 4  # SFT's settings untouched
+    assert warmup.training == config.training and warmup.model == config.model  # nothing rewritten
+    phase = LMPhase.of_warmup(warmup.lm_warmup, warmup.training)
+    assert (phase.optimizer.steps, phase.batch_size, phase.seq_len, phase.optimizer.lr) == (5, 2, 32, 0.01)
     unset_lr = RunConfig.model_validate({"lm_warmup": {"steps": 1}})
-    assert lm_warmup_phase_config(unset_lr, tmp_path).training.lr == unset_lr.training.lr
+    assert LMPhase.of_warmup(unset_lr.lm_warmup, unset_lr.training).optimizer.lr == unset_lr.training.lr
     start = tmp_path / "smoke" / "lm-warmup" / "checkpoints" / "final"
     sft = sft_phase_config(config, tmp_path / "smoke", tmp_path / "demos.jsonl", start)
     assert sft.model.path == str(start) and sft.training == config.training
@@ -437,8 +433,8 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, mo
     class RecordingOrchestrator(rl_phase.Orchestrator):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            restored_queues.append(args[5] if len(args) > 5 else kwargs.get("task_queue"))
-            dealt.append([task.instance_id for task in args[1]])
+            restored_queues.append(args[6] if len(args) > 6 else kwargs.get("task_queue"))
+            dealt.append([task.instance_id for task in args[2]])  # (rl, seed, tasks, ...)
 
     monkeypatch.setattr(rl_phase, "Orchestrator", RecordingOrchestrator)
     sft_records = len(read_metrics(run / "sft"))

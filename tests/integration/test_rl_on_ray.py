@@ -130,7 +130,9 @@ def test_the_orchestrator_runs_async_partial_on_actors_through_an_engine_death(
                 if report.step == 2:
                     ray.kill(actors.engine.actor, no_restart=False)
 
-            orchestrator = Orchestrator(config, numbers_tasks, actors.engine, actors.trainer, actors.rollouts)
+            orchestrator = Orchestrator(
+                config.rl, config.seed, numbers_tasks, actors.engine, actors.trainer, actors.rollouts
+            )
             # Four steps: a batch boundary after the restart too, where paused groups resume
             # promptly (one run of three steps trained no rollout that spanned two versions).
             reports = await asyncio.wait_for(orchestrator.run(4, on_step), 240)

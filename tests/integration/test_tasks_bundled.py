@@ -40,10 +40,12 @@ def _synthesize_check_solve(repos: list[Path], root: Path, count: int, **tasks):
     run = config(**tasks)
 
     async def main():
-        found, stats = await build_task_set(repos, root / "tasks.jsonl", count, run, seed=0, jobs=JOBS)
+        found, stats = await build_task_set(
+            repos, root / "tasks.jsonl", count, run.sandbox, run.tasks, jobs=JOBS
+        )
         async with SandboxPool(run.sandbox) as pool:
             checked = await check_tasks(found, pool, run.tasks, JOBS)
-            solved = await solve_all(found, pool, train_default_tokenizer(), run, JOBS)
+            solved = await solve_all(found, pool, train_default_tokenizer(), run.agent, run.tasks, JOBS)
         return found, stats, checked, solved
 
     return asyncio.run(main())

@@ -218,7 +218,8 @@ def evaluate_checkpoint(
     tokenizer = Tokenizer.from_dir(checkpoint)
     policy = EnginePolicy(Engine(load_pretrained(checkpoint), tokenizer, config=run_config.engine))
     try:
-        report, episodes = asyncio.run(evaluate(chosen, policy, tokenizer, run_config, samples, k or [1]))
+        sections = (run_config.agent, run_config.sandbox, run_config.tasks)
+        report, episodes = asyncio.run(evaluate(chosen, policy, tokenizer, *sections, samples, k or [1]))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     finally:

@@ -104,7 +104,9 @@ def synth(
             bar.update(bars[stats.repo], completed=stats.valid, note=note)
 
         tasks, stats = asyncio.run(
-            build_task_set(repos, out, n, run_config, seed, test_cmd, _jobs(jobs), show)
+            build_task_set(
+                repos, out, n, run_config.sandbox, run_config.tasks, seed, test_cmd, _jobs(jobs), show
+            )
         )
     typer.echo(json.dumps({"out": str(out), **summary(tasks, stats)}))
 
@@ -160,9 +162,10 @@ def solve(
     settings = run_config.tokenizer
     tokenizer = train_default_tokenizer(settings.vocab_size, settings.corpus)
 
+    agent, rules = run_config.agent, run_config.tasks
     results = _run_on_tasks(
         run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,
-        lambda pool, show: solve_all(tasks, pool, tokenizer, run_config, _jobs(jobs), show),
+        lambda pool, show: solve_all(tasks, pool, tokenizer, agent, rules, _jobs(jobs), show),
     )  # fmt: skip
     if demos is not None:
         write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])

@@ -103,8 +103,27 @@ class TokenizerConfig(Section):
     )
 
 
+class OptimizerConfig(Section):
+    """One training phase's optimizer (AdamW) and LR schedule (linear warmup, cosine decay).
+
+    Not a section of the TOML file: each phase builds its own from the sections that own its
+    settings — `TrainingConfig.optimizer` (SFT, `overture pretrain`), `LMWarmupConfig.optimizer`
+    and `RLConfig.optimizer` (the main job's warm-up and RL phases) — and hands it to the trainer.
+    """
+
+    steps: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    min_lr_ratio: float = Field(ge=0, le=1)
+    warmup_steps: int = Field(ge=0)
+    weight_decay: float = Field(ge=0)
+    betas: tuple[float, float]
+    grad_clip: float = Field(gt=0)
+
+
 class TrainingConfig(Section):
-    """Optimisation settings shared by every trainer (language-model warm-up, SFT, RL)."""
+    """How every trainer computes (precision, micro-batches, packing, checkpoints, logging), and
+    the optimizer of SFT and of `overture pretrain`. The main job's warm-up and RL phases take
+    their steps and LR schedule from `[lm_warmup]` and `[rl]`, the rest of AdamW from here."""
 
     steps: int = Field(300, gt=0)
     batch_size: int = Field(8, gt=0, description="sequences per optimizer step")
@@ -135,6 +154,14 @@ class TrainingConfig(Section):
     keep_checkpoints: int = Field(
         2, gt=0, description="newest complete checkpoints kept; older ones are deleted"
     )
+
+    @property
+    def optimizer(self) -> OptimizerConfig:
+        """The optimizer of a phase that trains under this section's own settings."""
+        return OptimizerConfig(
+            steps=self.steps, lr=self.lr, min_lr_ratio=self.min_lr_ratio, warmup_steps=self.warmup_steps,
+            weight_decay=self.weight_decay, betas=self.betas, grad_clip=self.grad_clip,
+        )  # fmt: skip
 
 
 class MainJobConfig(Section):
@@ -173,6 +200,11 @@ class LMWarmupConfig(Section):
         "that are not tasks.heldout_repos, in the warm-up's training split: code the model should know "
         "by heart to see where a listing of it differs; 0 = only the copy the corpus has",
     )
+
+    def optimizer(self, training: TrainingConfig) -> OptimizerConfig:
+        """The warm-up's optimizer: its steps, LR and warmup; the rest of `training`'s."""
+        own = {"steps": self.steps, "lr": self.lr or training.lr, "warmup_steps": self.warmup_steps}
+        return training.optimizer.model_copy(update=own)
 
 
 class RLConfig(Section):
@@ -239,6 +271,17 @@ class RLConfig(Section):
         if self.clip_low >= 1:
             raise ValueError(f"clip_low ({self.clip_low}) must be below 1 (the ratio floor is 1 - clip_low)")
         return self
+
+    def optimizer(self, training: TrainingConfig) -> OptimizerConfig:
+        """The RL phase's optimizer: its steps, LR, warmup and final LR ratio; the rest of `training`'s."""
+        own = {"steps": self.steps, "lr": self.lr or training.lr, "warmup_steps": self.warmup_steps}
+        if self.min_lr_ratio is not None:
+            own["min_lr_ratio"] = self.min_lr_ratio
+        return training.optimizer.model_copy(update=own)
+
+    def sampling_temperature(self, engine: EngineConfig) -> float:
+        """The temperature RL's rollouts sample at (and its logprobs are scored at)."""
+        return engine.temperature if self.temperature is None else self.temperature
 
 
 class SFTConfig(Section):

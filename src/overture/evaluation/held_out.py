@@ -17,7 +17,7 @@ from statistics import stdev
 from typing import Any
 
 from overture.agent import Policy, ToolSet, Trajectory
-from overture.config import RunConfig
+from overture.config import AgentConfig, SandboxConfig, TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, run_task_episode
 from overture.tasks.localization import LOCALIZATION_METRICS, localization
@@ -121,7 +121,9 @@ async def evaluate(
     tasks: Sequence[Task],
     policy: Policy,
     tokenizer: Tokenizer,
-    config: RunConfig,
+    agent: AgentConfig,
+    sandbox: SandboxConfig,
+    grading: TasksConfig,
     samples: int = 1,
     ks: Sequence[int] = (1,),
     concurrency: int | None = None,
@@ -129,19 +131,19 @@ async def evaluate(
 ) -> tuple[EvalReport, list[Trajectory]]:
     """Run `samples` graded episodes of `policy` per task, `concurrency` at a time (by default
     `sandbox.max_live`: an episode holds its sandbox from its first turn to its grade)."""
-    concurrency = concurrency or config.sandbox.max_live
+    concurrency = concurrency or sandbox.max_live
     if samples < 1:
         raise ValueError(f"samples must be at least 1, got {samples}")
     if any(k > samples for k in ks):
         raise ValueError(f"pass@k needs k <= samples ({samples}); got k = {max(ks)}")
-    tools = ToolSet.for_agent(config.agent)
+    tools = ToolSet.for_agent(agent)
     attempts = [(task, index) for task in tasks for index in range(samples)]
-    async with SandboxPool(config.sandbox) as pool:
+    async with SandboxPool(sandbox) as pool:
 
         def attempt(item: tuple[Task, int]) -> Awaitable[Trajectory]:
             task, index = item
             group = f"eval-{task.instance_id}-{index}"
-            return run_task_episode(task, policy, pool, tokenizer, config, tools, group_id=group)
+            return run_task_episode(task, policy, pool, tokenizer, agent, grading, tools, group_id=group)
 
         trajectories = await map_bounded(attempts, attempt, concurrency, progress)
     return summarize(tasks, trajectories, samples, ks), trajectories

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from overture.agent import Policy, ToolSet, Trajectory
-from overture.config import RunConfig
+from overture.config import RLConfig, RunConfig
 from overture.orchestration.engine_policy import EnginePolicy
 from overture.orchestration.rollout_groups import (
     GroupRun,
@@ -139,7 +139,7 @@ class LocalTrainer:
 
 def train_on_trajectories(trainer: Any, trajectories: list[Trajectory]) -> dict[str, float]:
     """One RL update of an `overture.rl.trainer.Trainer` on a batch of whole groups; its metrics."""
-    samples, report = samples_from_trajectories(trajectories, trainer.config.rl)
+    samples, report = samples_from_trajectories(trajectories, trainer.rl_settings())
     if not samples:  # every group dropped (rl.drop_zero_signal_groups): nothing to step on
         return {"skipped": 1.0, "zero_signal_groups": report.zero_signal_groups}
     metrics = trainer.rl_step(samples)  # {"skipped": 1, ...} too when no sample carries signal
@@ -155,9 +155,12 @@ def local_rollouts(
     policy: Policy | None = None,
     tools: ToolSet | None = None,
 ) -> LocalRollouts:
-    """Groups in this process on `pool`; `policy`: what the episodes call, by default
-    `engine.policy()` (pass a wrapper around it to observe or disturb episodes)."""
-    return LocalRollouts(RolloutEnv(policy or engine.policy(), pool, tokenizer, config, tools))
+    """Groups of `rl.group_size` episodes (`agent`'s limits, graded by `tasks`' rules) in this
+    process on `pool`; `policy`: what the episodes call, by default `engine.policy()` (pass a
+    wrapper around it to observe or disturb episodes)."""
+    policy = policy or engine.policy()
+    env = RolloutEnv(policy, pool, tokenizer, config.agent, config.tasks, config.rl.group_size, tools)
+    return LocalRollouts(env)
 
 
 @dataclass
@@ -216,9 +219,8 @@ class StepReport:
         return data
 
 
-def check_config(config: RunConfig, tasks: Sequence[Task]) -> None:
-    """A clear error naming the key when the configuration cannot run the orchestrator."""
-    rl = config.rl
+def check_config(rl: RLConfig, tasks: Sequence[Task]) -> None:
+    """A clear error naming the key when the `[rl]` settings cannot run the orchestrator on `tasks`."""
     if rl.group_size < 2:
         raise ValueError(
             f"rl.group_size = {rl.group_size}: a group needs at least 2 episodes (advantages compare them)"
@@ -228,7 +230,7 @@ def check_config(config: RunConfig, tasks: Sequence[Task]) -> None:
             f"rl.overprovision = {rl.overprovision:g} needs rl.staleness >= 1: a resumed partial rollout "
             "holds tokens one version old, which rl.staleness = 0 would always drop"
         )
-    in_flight = groups_in_flight(config)
+    in_flight = groups_in_flight(rl)
     if len(tasks) < in_flight:
         raise ValueError(
             f"{len(tasks)} tasks to deal, but rl.batch_groups x rl.overprovision = {in_flight} groups "
@@ -241,8 +243,8 @@ def check_config(config: RunConfig, tasks: Sequence[Task]) -> None:
         )
 
 
-def groups_in_flight(config: RunConfig) -> int:
-    return math.ceil(config.rl.overprovision * config.rl.batch_groups)
+def groups_in_flight(rl: RLConfig) -> int:
+    return math.ceil(rl.overprovision * rl.batch_groups)
 
 
 class Orchestrator:
@@ -250,29 +252,31 @@ class Orchestrator:
 
     def __init__(
         self,
-        config: RunConfig,
+        rl: RLConfig,
+        seed: int,
         tasks: Sequence[Task],
         engine: EngineHandle,
         trainer: TrainerHandle,
         rollouts: Rollouts,
         task_queue: dict[str, Any] | None = None,
     ) -> None:
-        """`tasks`: the tasks to deal, whatever their split; `rollouts`: where groups run
+        """`rl`: the batch, staleness and partial-rollout settings; `seed`: the order tasks are
+        dealt in; `tasks`: the tasks to deal, whatever their split; `rollouts`: where groups run
         (`local_rollouts(...)` in this process); `task_queue`: a step report's `task_queue`, to
         deal tasks on from where that run stood (a resume)."""
-        check_config(config, tasks)
+        check_config(rl, tasks)
         if engine.version != trainer.version:
             raise ValueError(
                 f"the engine serves version {engine.version} but the trainer is at {trainer.version}: "
                 "start both from the same weights"
             )
-        self.config, self.engine, self.trainer = config, engine, trainer
-        self.batch_groups, self.staleness_bound = config.rl.batch_groups, config.rl.staleness
-        self.max_in_flight = groups_in_flight(config)
-        self.partial = config.rl.overprovision > 1
-        self.dynamic_sampling = config.rl.dynamic_sampling
-        self.max_left_out = config.rl.max_left_out_groups
-        self.queue = TaskQueue(tasks, config.seed)
+        self.rl, self.engine, self.trainer = rl, engine, trainer
+        self.batch_groups, self.staleness_bound = rl.batch_groups, rl.staleness
+        self.max_in_flight = groups_in_flight(rl)
+        self.partial = rl.overprovision > 1
+        self.dynamic_sampling = rl.dynamic_sampling
+        self.max_left_out = rl.max_left_out_groups
+        self.queue = TaskQueue(tasks, seed)
         if task_queue:
             self.queue.restore(task_queue)
         self.rollouts = rollouts
@@ -471,7 +475,7 @@ class Orchestrator:
             episodes_retried=int(counts["retried"]),
             episodes_failed=int(counts["failed"]),
             requests_resent=int(counts.get("requests_resent", 0)),
-            groups_left_out=len(left_out) // self.config.rl.group_size,
+            groups_left_out=len(left_out) // self.rl.group_size,
             groups_left_out_resolved=left_out_resolved,
             sampled_reward_mean=sum(sampled) / len(sampled),
             multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),

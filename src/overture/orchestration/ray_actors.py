@@ -41,7 +41,7 @@ from overture.model import load_pretrained
 from overture.orchestration.orchestrator import train_on_trajectories
 from overture.orchestration.rollout_groups import LocalRollouts, RolloutEnv
 from overture.rl.checkpoints import load_checkpoint, save_checkpoint
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import Trainer, rl_trainer
 from overture.runtime.devices import resolve_device
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import Task
@@ -81,7 +81,7 @@ class TrainerActor(RayRank):
         self.rank = rank
         device = resolve_device(config.runtime)
         model = load_pretrained(Path(weights), dtype=getattr(torch, config.training.dtype)).to(device)
-        self.trainer = Trainer(model, config, meshes=meshes)
+        self.trainer = rl_trainer(model, config, meshes=meshes)
         if checkpoint is not None:
             load_checkpoint(self.trainer, checkpoint)
         return self.describe()
@@ -161,7 +161,9 @@ class RolloutWorker:
 
     def __init__(self, config: RunConfig, tokenizer: Tokenizer, engine_actor: Any) -> None:
         self.config, self.tokenizer = config, tokenizer
-        self.policy = RemoteEnginePolicy(engine_actor)
+        # The engine actor's default sampling is `engine`'s: RL's temperature goes with each request.
+        temperature = config.rl.sampling_temperature(config.engine)
+        self.policy = RemoteEnginePolicy(engine_actor, temperature=temperature)
         self._pool: SandboxPool | None = None
         self._rollouts: LocalRollouts | None = None
         self._groups: dict[str, tuple[Any, asyncio.Future]] = {}
@@ -171,7 +173,10 @@ class RolloutWorker:
     async def start(self) -> None:
         self._pool = SandboxPool(self.config.sandbox)
         await self._pool.__aenter__()
-        env = RolloutEnv(self.policy, self._pool, self.tokenizer, self.config)
+        config = self.config
+        env = RolloutEnv(
+            self.policy, self._pool, self.tokenizer, config.agent, config.tasks, config.rl.group_size
+        )
         self._rollouts = LocalRollouts(env)
 
     async def run_group(self, task: Task, group_id: str) -> list[Trajectory]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from overture.agent import Episode, Policy, ToolSet, Trajectory
-from overture.config import RunConfig
+from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import Sandbox, SandboxError, SandboxPool
 from overture.tasks.episodes import grade_episode
 from overture.tasks.snapshots import starting_base
@@ -134,12 +134,15 @@ class RolloutStats:
 
 @dataclass
 class RolloutEnv:
-    """What every episode needs: the policy (the engine's), sandboxes, tokenizer, config, tools."""
+    """What every episode needs: the policy (the engine's), sandboxes, tokenizer, the agent's
+    limits, the grading rules, the tools; and how many episodes a group runs."""
 
     policy: Policy
     pool: SandboxPool
     tokenizer: Tokenizer
-    config: RunConfig
+    agent: AgentConfig
+    grading: TasksConfig
+    group_size: int
     tools: ToolSet | None = None
 
 
@@ -180,7 +183,7 @@ class EpisodeSlot:
                         trajectory.status_reason = f"{SANDBOX_DIED} (twice): {trajectory.status_reason}"
                     if trajectory.status == "failed":
                         self.stats.failed += 1
-                    return await grade_episode(self.task, box, trajectory, env.config)
+                    return await grade_episode(self.task, box, trajectory, env.grading)
             except SandboxError:
                 if started or attempt == 2:
                     raise  # a pool that cannot start sandboxes twice in a row is broken, not unlucky
@@ -191,7 +194,7 @@ class EpisodeSlot:
         """Run the episode in `box`, parking it whenever it is aborted, until it ends or the box dies."""
         env = self.env
         episode = Episode(
-            env.policy, box, env.tokenizer, self.task.problem_statement, env.config.agent, env.tools,
+            env.policy, box, env.tokenizer, self.task.problem_statement, env.agent, env.tools,
             task_id=self.task.instance_id, group_id=self.group_id,
         )  # fmt: skip
         counted = 0
@@ -212,7 +215,7 @@ class EpisodeSlot:
             await self._gate.wait()
             self.stats.resumed += 1
             episode = Episode.resume(
-                trajectory, env.policy, box, env.tokenizer, env.config.agent, env.tools
+                trajectory, env.policy, box, env.tokenizer, env.agent, env.tools
             )  # fmt: skip
 
 
@@ -221,7 +224,7 @@ class RolloutGroup:
 
     def __init__(self, task: Task, group_id: str, env: RolloutEnv, stats: RolloutStats) -> None:
         self.task, self.group_id = task, group_id
-        self.slots = [EpisodeSlot(task, group_id, env, stats) for _ in range(env.config.rl.group_size)]
+        self.slots = [EpisodeSlot(task, group_id, env, stats) for _ in range(env.group_size)]
 
     async def run(self) -> list[Trajectory]:
         return list(await asyncio.gather(*(slot.run() for slot in self.slots)))

@@ -8,7 +8,7 @@ A checkpoint is a directory `CHECKPOINTS/step-00000042/` holding
     optimizer.pt      AdamW state
     rng.pt            torch CPU (and CUDA) generator states
     state.json        step, policy version, data position, Python and NumPy RNG states, extras
-    config.toml       the resolved run configuration
+    trainer.json      what it trained under: training, optimizer (the phase's schedule), rl
     COMPLETE.json     written last: every file above with its size
 
 It is assembled in a hidden `.incomplete-step-...` directory and renamed into place only after
@@ -39,7 +39,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from overture.config import save_config
 from overture.distributed import (
     gather_optimizer_state,
     load_model_state,
@@ -52,6 +51,7 @@ from overture.rl.trainer import Trainer
 log = logging.getLogger(__name__)
 
 MARKER = "COMPLETE.json"
+TRAINER_SETTINGS = "trainer.json"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -187,7 +187,7 @@ def _write_checkpoint(
         "rng": rng_plain,
     }
     (temp / "state.json").write_text(json.dumps(state))
-    save_config(trainer.config, temp / "config.toml")
+    (temp / TRAINER_SETTINGS).write_text(json.dumps(trainer.settings(), indent=1))
     _fsync_tree(temp)
     marker = {"step": trainer.step, "files": _file_sizes(temp)}
     (temp / MARKER).write_text(json.dumps(marker))

@@ -9,10 +9,10 @@ import math
 import torch
 from torch import nn
 
-from overture.config import TrainingConfig
+from overture.config import OptimizerConfig
 
 
-def build_optimizer(model: nn.Module, training: TrainingConfig) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, settings: OptimizerConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (norm scales and biases are not decayed)."""
     decay, no_decay = [], []
     seen: set[int] = set()
@@ -22,20 +22,20 @@ def build_optimizer(model: nn.Module, training: TrainingConfig) -> torch.optim.A
         seen.add(id(parameter))
         (decay if parameter.ndim >= 2 else no_decay).append(parameter)
     groups = [
-        {"params": decay, "weight_decay": training.weight_decay},
+        {"params": decay, "weight_decay": settings.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=training.lr, betas=training.betas)
+    return torch.optim.AdamW(groups, lr=settings.lr, betas=settings.betas)
 
 
-def learning_rate(step: int, training: TrainingConfig) -> float:
+def learning_rate(step: int, settings: OptimizerConfig) -> float:
     """LR for optimizer step `step` (1-based): linear warmup, then cosine down to min_lr_ratio·lr."""
-    if training.warmup_steps and step <= training.warmup_steps:
-        return training.lr * step / training.warmup_steps
-    span = max(1, training.steps - training.warmup_steps)
-    progress = min(1.0, (step - training.warmup_steps) / span)
-    floor = training.min_lr_ratio
-    return training.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+    if settings.warmup_steps and step <= settings.warmup_steps:
+        return settings.lr * step / settings.warmup_steps
+    span = max(1, settings.steps - settings.warmup_steps)
+    progress = min(1.0, (step - settings.warmup_steps) / span)
+    floor = settings.min_lr_ratio
+    return settings.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:

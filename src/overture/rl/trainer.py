@@ -7,7 +7,7 @@ bias, and the policy version (+1 per optimizer step). It offers
 - `rl_step(samples)`: one rollout batch → `rl.minibatches` optimizer steps of the decoupled
   PPO objective (`losses.py`), proximal logprobs recomputed before the first update when
   there is more than one; every logprob of it is the tempered one the rollouts were sampled
-  with (`engine.temperature`, see `logprobs.py`). A batch without policy signal (no trained
+  with (`sampling_temperature`, see `logprobs.py`). A batch without policy signal (no trained
   token with a nonzero advantage, and no KL term) takes no step at all: its only gradient
   would be the router's auxiliary loss, which AdamW would scale up to lr-sized moves of
   every weight it reaches;
@@ -37,11 +37,12 @@ import copy
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from overture.config import ConfigError, RunConfig
+from overture.config import ConfigError, OptimizerConfig, RLConfig, RunConfig, TrainingConfig
 from overture.distributed import (
     LayoutError,
     Meshes,
@@ -89,6 +90,14 @@ def check_sharded_training(config: RunConfig) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def rl_trainer(model: Transformer, config: RunConfig, meshes: Meshes | None = None) -> Trainer:
+    """The trainer of an RL phase: `[rl]`'s objective, steps and LR schedule (`RLConfig.optimizer`),
+    scoring at the temperature its rollouts sample at (`RLConfig.sampling_temperature`)."""
+    rl = config.rl
+    temperature = rl.sampling_temperature(config.engine)
+    return Trainer(model, config.training, rl.optimizer(config.training), rl, temperature, meshes)
+
+
 def _float32_only(dtype: str, nproc: int) -> ConfigError:
     # `MasterWeights` pairs a float32 copy with the model's own parameters one to one; it knows
     # nothing of FSDP shards (FSDP2's mixed-precision policy would be the sharded way).
@@ -104,35 +113,51 @@ class Trainer:
     def __init__(
         self,
         model: Transformer,
-        config: RunConfig,
-        kl_reference: bool | None = None,
+        training: TrainingConfig,
+        optimizer: OptimizerConfig,
+        rl: RLConfig | None = None,
+        sampling_temperature: float = 1.0,
         meshes: Meshes | None = None,
     ) -> None:
-        """`kl_reference`: keep a frozen copy of the starting policy for the KL term; by default
-        exactly when `rl.kl_coef` > 0 (jobs without the RL loss pass False to save the copy).
-        `meshes`: train sharded over the processes of a `run_parallel` job; `model` is then the
-        whole model, identical on every rank (same seed or checkpoint), and is sharded here."""
+        """`training`: how steps compute; `optimizer`: this phase's AdamW and LR schedule; `rl`: the
+        RL objective, for `rl_step` (a trainer without it — SFT, the LM warm-up — keeps no KL
+        reference); `sampling_temperature`: the temperature RL's samples were drawn at (0, greedy,
+        scores at 1). `meshes`: train sharded over the processes of a `run_parallel` job; `model`
+        is then the whole model, identical on every rank (same seed or checkpoint), sharded here."""
         self.model = model
-        self.config = config
+        self.training, self.optimizer_config, self.rl = training, optimizer, rl
         self.meshes = meshes
         self.device = model.embed_tokens.weight.device
         low_precision = model.embed_tokens.weight.dtype != torch.float32
         if meshes is not None and low_precision:
-            raise _float32_only(config.training.dtype, meshes.world_size)
+            raise _float32_only(training.dtype, meshes.world_size)
         # The KL anchor: the policy as it was when training started, frozen. Over several ranks
         # each keeps a whole copy: it only runs forward, so it needs no sharding or collective.
-        wants_reference = config.rl.kl_coef > 0 if kl_reference is None else kl_reference
-        reference = self._frozen_copy(model) if wants_reference else None
+        reference = self._frozen_copy(model) if rl is not None and rl.kl_coef > 0 else None
         if meshes is not None:
             parallelize(model, meshes)
         self.master = MasterWeights(model) if low_precision else None
-        self.optimizer = build_optimizer(self.master.module if self.master else model, config.training)
+        self.optimizer = build_optimizer(self.master.module if self.master else model, optimizer)
         self.step = 0
         self.policy_version = 0
         self.reference = reference
         # RL scores samples under the distribution the engine drew them from; greedy requests
         # report untempered logprobs (`SamplingParams`), so temperature 0 scores at 1.
-        self.sampling_temperature = config.engine.temperature or 1.0
+        self.sampling_temperature = sampling_temperature or 1.0
+
+    def settings(self) -> dict[str, Any]:
+        """What this trainer trains under, as a checkpoint records it."""
+        return {
+            "training": self.training.model_dump(mode="json"),
+            "optimizer": self.optimizer_config.model_dump(mode="json"),
+            "rl": None if self.rl is None else self.rl.model_dump(mode="json"),
+            "sampling_temperature": self.sampling_temperature,
+        }
+
+    def rl_settings(self) -> RLConfig:
+        if self.rl is None:
+            raise ValueError("rl_step on a trainer built without RL settings (Trainer(..., rl=...))")
+        return self.rl
 
     @staticmethod
     def _frozen_copy(model: Transformer) -> Transformer:
@@ -146,16 +171,16 @@ class Trainer:
     def optimizer_step(self) -> dict[str, float]:
         """Apply the accumulated gradients: LR for the next step, clip, AdamW, balancing bias."""
         self.step += 1
-        lr = learning_rate(self.step, self.config.training)
+        lr = learning_rate(self.step, self.optimizer_config)
         set_learning_rate(self.optimizer, lr)
         if self.master:
             self.master.gradients_to_master()
         if self.meshes is None:
             grad_norm = torch.nn.utils.clip_grad_norm_(
-                self._optimized_parameters(), self.config.training.grad_clip
+                self._optimized_parameters(), self.optimizer_config.grad_clip
             ).item()
         else:
-            grad_norm = clip_gradients(self.model, self.config.training.grad_clip, self.meshes)
+            grad_norm = clip_gradients(self.model, self.optimizer_config.grad_clip, self.meshes)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.master:
@@ -170,7 +195,7 @@ class Trainer:
     def _micro_batches(self, samples: Sequence[TrainingSample], weights: Sequence[float]) -> list[MicroBatch]:
         """The micro-batches this process computes: all of them in one process; over several,
         this rank's share of the samples, padded to as many micro-batches as the busiest rank."""
-        training = self.config.training
+        training = self.training
         if self.meshes is not None:
             share = rank_shares([sample_positions(s) for s in samples], self.meshes.world_size)
             mine = share[self.meshes.rank]
@@ -271,7 +296,7 @@ class Trainer:
         """One rollout batch: split into `rl.minibatches` parts, one optimizer step each; returns
         the metrics of the last step, or `{"skipped": 1, ...}` when the batch has no policy
         signal (`has_policy_signal`) and nothing moved."""
-        rl = self.config.rl
+        rl = self.rl_settings()
         if len(samples) < rl.minibatches:
             raise ValueError(
                 f"{len(samples)} samples cannot make rl.minibatches={rl.minibatches} minibatches"
@@ -295,7 +320,7 @@ class Trainer:
         return metrics
 
     def _rl_plan(self, samples: Sequence[TrainingSample]) -> list[MicroBatch]:
-        rl = self.config.rl
+        rl = self.rl_settings()
         weights = aggregation_weights(
             [s.trained_tokens for s in samples], rl.loss_agg, rl.constant_normalizer
         )
@@ -306,7 +331,7 @@ class Trainer:
         current one before its update, so None (= current, detached) is exact and costs nothing.
         With several, the weights move between minibatches: recompute all of them up front, or
         take the behavior logprobs when `rl.recompute_proximal` is off."""
-        rl = self.config.rl
+        rl = self.rl_settings()
         if rl.minibatches == 1:
             return [[None] * len(batches) for batches in plans]
         if not rl.recompute_proximal:
@@ -321,7 +346,7 @@ class Trainer:
         throughput metric; shared prefixes are computed once but count for every sample)."""
         started = time.perf_counter()
         self.model.train()
-        rl = self.config.rl
+        rl = self.rl_settings()
         step_tokens = max(1, self._global_tokens(batches))
         totals: dict[str, float] = {}
         entropy_sum, aux_sum, lag = 0.0, 0.0, []

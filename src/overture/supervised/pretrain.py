@@ -4,8 +4,8 @@
 tokenizer (trained here or loaded), model (from scratch or from a checkpoint), AdamW with
 warmup and cosine decay, the router's auxiliary loss and balancing bias, held-out loss before
 and after, a Hugging Face checkpoint that is reloaded and checked, and a greedy sample. The main
-job (`overture train`) runs it as its warm-up before SFT, with the demonstrations' tokens added
-to the corpus (`documents`).
+job (`overture train`) runs it as its warm-up before SFT, with `[lm_warmup]`'s windows and
+schedule (`LMPhase.of_warmup`) and the demonstrations' tokens added to the corpus (`documents`).
 
 With `parallel.nproc` > 1 it runs on that many processes (`run_parallel`; Ray actors when
 `runtime.ray` is set): every rank draws the same windows from the seed and trains on its rows
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from overture.config import ConfigError, RunConfig
+from overture.config import ConfigError, LMWarmupConfig, OptimizerConfig, RunConfig, TrainingConfig
 from overture.distributed import (
     Meshes,
     all_reduce_floats,
@@ -46,6 +46,25 @@ from overture.supervised.sft import prepare_run_dir, silent
 from overture.text import Tokenizer, corpus_texts
 
 SAMPLE_PROMPT = "def "
+
+
+@dataclass(frozen=True)
+class LMPhase:
+    """A language-model phase's windows and optimizer: `[training]`'s for `overture pretrain`
+    (`of_training`), `[lm_warmup]`'s for the main job's warm-up (`of_warmup`)."""
+
+    batch_size: int
+    seq_len: int
+    optimizer: OptimizerConfig
+    section: str  # where batch_size and seq_len are set, for errors
+
+    @classmethod
+    def of_training(cls, training: TrainingConfig) -> LMPhase:
+        return cls(training.batch_size, training.seq_len, training.optimizer, "training")
+
+    @classmethod
+    def of_warmup(cls, warmup: LMWarmupConfig, training: TrainingConfig) -> LMPhase:
+        return cls(warmup.batch_size, warmup.seq_len, warmup.optimizer(training), "lm_warmup")
 
 
 @dataclass
@@ -125,22 +144,25 @@ def pretrain(
     documents: Sequence[Sequence[int]] = (),
     corpus_exclude: Sequence[str] = (),
     train_documents: Sequence[Sequence[int]] = (),
+    phase: LMPhase | None = None,
 ) -> dict:
     """Train the policy as a language model on the shipped corpus (less the package folders in
     `corpus_exclude`) and `documents` (token ids: the main job's demonstrations, every token of
     them), and `train_documents` in the training split only (token ids: extra copies of code to
-    learn by heart); returns a summary dict (rank 0's when `parallel.nproc` > 1)."""
+    learn by heart), with `phase`'s windows and optimizer (unset: `[training]`'s); returns a
+    summary dict (rank 0's when `parallel.nproc` > 1)."""
+    phase = phase or LMPhase.of_training(config.training)
     prepared = False
     if launches_processes(config.parallel):
         check_sharded_training(config)
-        if config.training.batch_size % config.parallel.nproc:
+        if phase.batch_size % config.parallel.nproc:
             raise ConfigError(
-                f"training.batch_size ({config.training.batch_size}) must be a multiple of "
+                f"{phase.section}.batch_size ({phase.batch_size}) must be a multiple of "
                 f"parallel.nproc ({config.parallel.nproc}): every process trains on its rows of each batch"
             )
         prepare_run_dir(config, overwrite, resume=False)
         overwrite, prepared = False, True
-    args = (config, overwrite, prepared, documents, corpus_exclude, train_documents)
+    args = (config, phase, overwrite, prepared, documents, corpus_exclude, train_documents)
     return run_parallel(pretrain_rank, config.parallel, *args, runtime=config.runtime, echo=echo)[0]
 
 
@@ -164,6 +186,7 @@ def _lm_loss(
 
 def pretrain_rank(
     config: RunConfig,
+    phase: LMPhase,
     overwrite: bool,
     prepared: bool,
     documents: Sequence[Sequence[int]] = (),
@@ -180,7 +203,6 @@ def pretrain_rank(
     run = RunDir(config, overwrite=overwrite, resume=prepared) if lead else None
     if run is None:
         echo = silent
-    training = config.training
     started = time.time()
 
     tokenizer = run_tokenizer(config, run.path, resume=False) if run is not None else load_tokenizer(config)
@@ -194,18 +216,18 @@ def pretrain_rank(
         f"vocab {tokenizer.vocab_size}, {where}"
     )
     parameters, active = model.num_parameters(), model.num_parameters(active=True)
-    trainer = Trainer(model, config, kl_reference=False, meshes=meshes)
+    trainer = Trainer(model, config.training, phase.optimizer, meshes=meshes)
     generator = torch.Generator().manual_seed(config.seed)
     # Sharded, every rank evaluates all the windows: the same value everywhere, and every rank
     # takes part in the forward's collectives as it must.
-    initial_val = held_out_loss(model, data.val, training.seq_len, device)
+    initial_val = held_out_loss(model, data.val, phase.seq_len, device)
     if run is not None:
         run.log(0, val_loss=initial_val)
     echo(f"step     0  held-out loss {initial_val:.3f}")
 
     window_start, window_tokens = time.time(), 0
-    for step in range(1, training.steps + 1):
-        inputs, targets = random_windows(data.train, training.batch_size, training.seq_len, generator)
+    for step in range(1, phase.optimizer.steps + 1):
+        inputs, targets = random_windows(data.train, phase.batch_size, phase.seq_len, generator)
         # Every rank drew the same windows; each trains on its own rows of them.
         inputs, targets = local_batch(inputs, meshes), local_batch(targets, meshes)
         targets = targets.to(device)
@@ -214,7 +236,7 @@ def pretrain_rank(
         loss.backward()
         update = trainer.optimizer_step()
         window_tokens += inputs.numel() * (meshes.world_size if meshes else 1)
-        if step % training.log_every == 0 or step == training.steps:
+        if step % config.training.log_every == 0 or step == phase.optimizer.steps:
             elapsed = time.time() - window_start
             metrics = dict(
                 loss=ce,
@@ -224,8 +246,8 @@ def pretrain_rank(
                 tokens_per_s=window_tokens / elapsed,
                 expert_load_cv=expert_load_cv(loads),
             )
-            if step == training.steps:
-                metrics["val_loss"] = held_out_loss(model, data.val, training.seq_len, device)
+            if step == phase.optimizer.steps:
+                metrics["val_loss"] = held_out_loss(model, data.val, phase.seq_len, device)
             if run is not None:
                 run.log(step, **metrics)
             echo(
@@ -234,7 +256,7 @@ def pretrain_rank(
             )
             window_start, window_tokens = time.time(), 0
 
-    final_val = held_out_loss(model, data.val, training.seq_len, device)
+    final_val = held_out_loss(model, data.val, phase.seq_len, device)
     checkpoint = Path(config.output_dir) / config.name / "checkpoints" / "final"
     trainer.save_weights(checkpoint)
     # The checks below read the whole model: rank 0 works on a gathered copy when sharded.
@@ -242,21 +264,21 @@ def pretrain_rank(
     if run is None:
         return None
     tokenizer.save(checkpoint)
-    reload_difference = _reload_difference(whole, checkpoint, data.val[: training.seq_len][None].to(device))
+    reload_difference = _reload_difference(whole, checkpoint, data.val[: phase.seq_len][None].to(device))
     sample = greedy_sample(whole, tokenizer, SAMPLE_PROMPT, 48)
     summary = {
         "run_dir": str(run.path),
         "checkpoint": str(checkpoint),
         "parameters": parameters,
         "active_parameters": active,
-        "steps": training.steps,
+        "steps": phase.optimizer.steps,
         "initial_val_loss": initial_val,
         "final_val_loss": final_val,
         "reload_max_logit_difference": reload_difference,
         "seconds": round(time.time() - started, 1),
         "sample": sample,
     }
-    run.log(training.steps, final_val_loss=final_val, reload_max_logit_difference=reload_difference)
+    run.log(phase.optimizer.steps, final_val_loss=final_val, reload_max_logit_difference=reload_difference)
     run.close()
     echo(
         f"held-out loss {initial_val:.3f} -> {final_val:.3f}; checkpoint {checkpoint} "

@@ -181,7 +181,8 @@ def sft_rank(
     records, source = load_demonstration_records(config)
     samples = demonstration_samples(tokenizer, records, training.seq_len, source)
     train, held_out = split_held_out(samples, settings.val_fraction)
-    trainer = Trainer(build_model(config, tokenizer, device), config, kl_reference=False, meshes=meshes)
+    model = build_model(config, tokenizer, device)
+    trainer = Trainer(model, training, training.optimizer, meshes=meshes)
     order = DataOrder(len(train), config.seed)
     stopping = EarlyStopping(settings.patience, settings.min_delta)
     initial_val = None

@@ -14,7 +14,7 @@ import asyncio
 
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.agent.episode import Observer
-from overture.config import RunConfig
+from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import Sandbox, SandboxError, SandboxPool
 from overture.tasks.grading import grade, reward
 from overture.tasks.snapshots import starting_base
@@ -27,24 +27,26 @@ async def run_task_episode(
     policy: Policy,
     pool: SandboxPool,
     tokenizer: Tokenizer,
-    config: RunConfig,
+    agent: AgentConfig,
+    grading: TasksConfig,
     tools: ToolSet | None = None,
     group_id: str = "",
     observer: Observer | None = None,
 ) -> Trajectory:
-    """Run one episode of `policy` on `task` and grade it (see the module docstring)."""
+    """Run one episode of `policy` on `task` under `agent`'s limits and grade it by `grading`'s
+    rules (see the module docstring)."""
     base = await asyncio.to_thread(starting_base, task)
     async with pool.sandbox(base) as box:
         episode = Episode(
-            policy, box, tokenizer, task.problem_statement, config.agent, tools,
+            policy, box, tokenizer, task.problem_statement, agent, tools,
             task_id=task.instance_id, group_id=group_id, observer=observer,
         )  # fmt: skip
         trajectory = await episode.run()
-        return await grade_episode(task, box, trajectory, config)
+        return await grade_episode(task, box, trajectory, grading)
 
 
 async def grade_episode(
-    task: Task, sandbox: Sandbox, trajectory: Trajectory, config: RunConfig
+    task: Task, sandbox: Sandbox, trajectory: Trajectory, grading: TasksConfig
 ) -> Trajectory:
     """Give `trajectory` (an episode on `task` that ended in `sandbox`) its reward and `reward_info`.
 
@@ -56,14 +58,14 @@ async def grade_episode(
         trajectory.reward_info.update(score=0.0, resolution="none", reason=f"episode {trajectory.status}")
         return trajectory
     try:
-        result = await grade(task, sandbox, config.tasks)
+        result = await grade(task, sandbox, grading)
     except (SandboxError, OSError) as exc:
         trajectory.reward = 0.0
         trajectory.reward_info.update(score=0.0, resolution="none", reason=f"grading failed: {exc}")
         return trajectory
     trajectory.reward, info = reward(
         result,
-        config.tasks,
+        grading,
         turns=len(trajectory.turns),
         invalid_calls=trajectory.metrics.get("invalid_calls", 0),
     )

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from overture.agent import ScriptedPolicy, ToolSet, Trajectory
-from overture.config import RunConfig
+from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.episodes import run_task_episode
 from overture.tasks.parallel import map_bounded
@@ -257,13 +257,18 @@ class OracleResult:
 
 
 async def solve_with_oracle(
-    task: Task, pool: SandboxPool, tokenizer: Tokenizer, config: RunConfig, tools: ToolSet | None = None
+    task: Task,
+    pool: SandboxPool,
+    tokenizer: Tokenizer,
+    agent: AgentConfig,
+    config: TasksConfig,
+    tools: ToolSet | None = None,
 ) -> OracleResult:
     """Run the oracle on one task; whether the graded result is resolved, and why not. With
     `tasks.oracle_edits = "functions"`, a run whose rewrite of the function did not solve the
     task (a turn cut off by `agent.max_new_tokens` or the context) is run again on the changed lines."""
-    tools = tools or ToolSet.for_agent(config.agent)
-    whole = config.tasks.oracle_edits == "functions"
+    tools = tools or ToolSet.for_agent(agent)
+    whole = config.oracle_edits == "functions"
     try:
         base = await asyncio.to_thread(starting_base, task)
         edits = await asyncio.to_thread(plan_edits, task, base)
@@ -272,9 +277,9 @@ async def solve_with_oracle(
         return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
     if not edits:
         return OracleResult(task.instance_id, False, "the reference patch changes nothing")
-    result = await _run_oracle(task, rewrites, pool, tokenizer, config, tools)
+    result = await _run_oracle(task, rewrites, pool, tokenizer, agent, config, tools)
     if not result.solved and rewrites != edits:
-        result = await _run_oracle(task, edits, pool, tokenizer, config, tools)
+        result = await _run_oracle(task, edits, pool, tokenizer, agent, config, tools)
     return result
 
 
@@ -283,7 +288,8 @@ async def _run_oracle(
     edits: list[Edit],
     pool: SandboxPool,
     tokenizer: Tokenizer,
-    config: RunConfig,
+    agent: AgentConfig,
+    config: TasksConfig,
     tools: ToolSet,
 ) -> OracleResult:
     """One episode of the oracle's turns for `edits`, graded."""
@@ -293,7 +299,7 @@ async def _run_oracle(
         why = f"the fix calls {', '.join(missing)}, not in agent.tools"
         return OracleResult(task.instance_id, False, why)
     policy = ScriptedPolicy(tokenizer, [turn.text() for turn in turns])
-    trajectory = await run_task_episode(task, policy, pool, tokenizer, config, tools)
+    trajectory = await run_task_episode(task, policy, pool, tokenizer, agent, config, tools)
     resolved = trajectory.reward_info.get("resolution") == "resolved"
     failed = _failed_calls(trajectory)
     solved = resolved and not failed  # a demonstration must not teach a call that fails
@@ -331,12 +337,13 @@ async def solve_all(
     tasks: list[Task],
     pool: SandboxPool,
     tokenizer: Tokenizer,
-    config: RunConfig,
+    agent: AgentConfig,
+    config: TasksConfig,
     jobs: int,
     progress: Callable[[OracleResult], None] | None = None,
 ) -> list[OracleResult]:
     """The oracle on every task, `jobs` at a time; results in task order."""
-    tools = ToolSet.for_agent(config.agent)
+    tools = ToolSet.for_agent(agent)
     return await map_bounded(
-        tasks, lambda task: solve_with_oracle(task, pool, tokenizer, config, tools), jobs, progress
+        tasks, lambda task: solve_with_oracle(task, pool, tokenizer, agent, config, tools), jobs, progress
     )

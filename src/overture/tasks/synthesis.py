@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from overture.config import RunConfig
+from overture.config import TasksConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
@@ -168,11 +168,11 @@ def candidate_digest(path: str, mutated: str) -> str:
 class Synthesizer:
     """Validates candidates of one repository and turns the valid ones into tasks."""
 
-    def __init__(self, pool: SandboxPool, baseline: Baseline, config: RunConfig, seed: int) -> None:
+    def __init__(self, pool: SandboxPool, baseline: Baseline, config: TasksConfig, seed: int) -> None:
         self.pool, self.baseline, self.config = pool, baseline, config
         self.seed = seed
         clean_limit = max(10.0, 5 * baseline.seconds)
-        self.timeout = min(config.tasks.test_timeout_s, clean_limit)
+        self.timeout = min(config.test_timeout_s, clean_limit)
         self.stats = SynthesisStats(repo=baseline.repo, clean_passing=len(baseline.passed))
         self._sources: dict[str, str] = {}
         self._seen: set[str] = set()
@@ -227,7 +227,7 @@ class Synthesizer:
         broken_set = set(broken)
         still = [test for test in self.baseline.passed if test not in broken_set]
         rng = random.Random(f"{self.seed}:{instance_id}")
-        sampled = set(rng.sample(still, min(self.config.tasks.pass_to_pass, len(still))))
+        sampled = set(rng.sample(still, min(self.config.pass_to_pass, len(still))))
         statement = write_statement(
             self.baseline.repo, broken, {test: run.failures.get(test) for test in broken},
             changed_lines(clean, mutated), seed=instance_id,
@@ -262,7 +262,7 @@ class Synthesizer:
         whichever validation finishes first: a worker takes no new candidate once `wanted` are
         found, and every candidate before the last one taken has been validated by the end."""
         found: list[tuple[int, Task]] = []
-        limit = self.config.tasks.max_candidates or len(candidates)
+        limit = self.config.max_candidates or len(candidates)
         # Shared by the workers: one event loop, no await inside next().
         queue = enumerate(candidates[:limit])
 
@@ -312,7 +312,7 @@ async def synthesize_repo(
     repo_dir: Path,
     snapshots: Path,
     wanted: int,
-    config: RunConfig,
+    config: TasksConfig,
     seed: int = 0,
     test_cmd: str = DEFAULT_TEST_CMD,
     jobs: int | None = None,
@@ -324,10 +324,10 @@ async def synthesize_repo(
     name = repo_dir.resolve().name
     snapshot = store_snapshot(repo_dir, snapshots, name)
     baseline = await run_baseline(
-        pool, name, snapshot, test_cmd, config.tasks.test_timeout_s, config.tasks.select_tests
+        pool, name, snapshot, test_cmd, config.test_timeout_s, config.select_tests
     )
     candidates = await asyncio.to_thread(
-        ordered_candidates, snapshot, library_files(snapshot), seed, config.tasks.max_function_lines
+        ordered_candidates, snapshot, library_files(snapshot), seed, config.max_function_lines
     )
     synthesizer = Synthesizer(pool, baseline, config, seed)
     tasks = await synthesizer.run(candidates, wanted, jobs or os.cpu_count() or 1, progress)

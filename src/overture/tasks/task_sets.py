@@ -14,7 +14,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from overture.config import RunConfig
+from overture.config import SandboxConfig, TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError, write_tasks
 from overture.tasks.synthesis import SynthesisStats, assign_splits, synthesize_repo
@@ -46,13 +46,15 @@ async def build_task_set(
     repos: list[Path],
     out: Path,
     count: int,
-    config: RunConfig,
+    sandbox: SandboxConfig,
+    config: TasksConfig,
     seed: int = 0,
     test_cmd: str = DEFAULT_TEST_CMD,
     jobs: int | None = None,
     progress: Callable[[SynthesisStats], None] | None = None,
 ) -> tuple[list[Task], list[SynthesisStats]]:
-    """Synthesize `count` tasks spread evenly over `repos`, assign splits and write `out`."""
+    """Synthesize `count` tasks spread evenly over `repos` in sandboxes of `sandbox`'s limits by
+    `config`'s rules, assign splits and write `out`."""
     if not repos:
         raise TaskError("no repository to synthesize tasks from")
     names = [repo.resolve().name for repo in repos]
@@ -60,7 +62,7 @@ async def build_task_set(
         raise TaskError(f"repositories must have distinct directory names, got {names}")
     tasks: list[Task] = []
     stats: list[SynthesisStats] = []
-    async with SandboxPool(config.sandbox) as pool:
+    async with SandboxPool(sandbox) as pool:
         for repo, wanted in zip(repos, split_evenly(count, len(repos)), strict=True):
             if wanted == 0:
                 continue
@@ -69,8 +71,9 @@ async def build_task_set(
             )
             tasks += found
             stats.append(repo_stats)
-    held = config.tasks
-    assign_splits(tasks, held.heldout_repos, held.heldout_function_fraction, seed, held.heldout_task_fraction)
+    assign_splits(
+        tasks, config.heldout_repos, config.heldout_function_fraction, seed, config.heldout_task_fraction
+    )
     write_tasks(out, tasks)
     return tasks, stats
 

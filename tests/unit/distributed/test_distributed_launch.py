@@ -33,7 +33,7 @@ from overture.rl.batching import build_micro_batches
 from overture.rl.logprobs import token_logprobs
 from overture.rl.run_dir import read_metrics
 from overture.rl.samples import TrainingSample
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import Trainer, rl_trainer
 from overture.supervised.demonstrations import synthetic_demonstrations
 from overture.supervised.pretrain import pretrain
 from overture.supervised.sft import sft
@@ -274,7 +274,7 @@ def rl_worker(
 ) -> dict:
     model = Transformer(MODEL)
     model.load_state_dict(state)
-    metrics, weights = rl_steps(Trainer(model, rl_config(), meshes=build_meshes(parallel)), samples)
+    metrics, weights = rl_steps(rl_trainer(model, rl_config(), meshes=build_meshes(parallel)), samples)
     return {"metrics": metrics, "weights": weights if dist.get_rank() == 0 else None}
 
 
@@ -284,7 +284,7 @@ def test_rl_step_on_2_processes_with_expert_parallelism_equals_one_process():
     state = {name: value.clone() for name, value in model.state_dict().items()}
     samples = rl_samples(model)
     ranks = spawn(rl_worker, RL_PARALLEL, RL_PARALLEL, state, samples, device_type="cpu")
-    expected_metrics, expected_weights = rl_steps(Trainer(model, rl_config()), samples)
+    expected_metrics, expected_weights = rl_steps(rl_trainer(model, rl_config()), samples)
     assert expected_metrics[0]["grad_norm"] > 0.5  # clipping is part of what must agree
     assert expected_metrics[0]["is_weight_max"] > 1.0 and expected_metrics[0]["kl"] > 0
     for rank in ranks:  # every rank reports the global figures

@@ -136,16 +136,16 @@ def test_bad_configurations_name_the_key(numbers_tasks):
     train = [task for task in numbers_tasks if task.split == "train"]
     config = run_config(batch_groups=len(train), overprovision=2.0, staleness=1)
     with pytest.raises(ValueError, match=r"tasks to deal.*rl\.batch_groups"):
-        check_config(config, train)
+        check_config(config.rl, train)
     with pytest.raises(ValueError, match=r"rl\.staleness"):
-        check_config(run_config(overprovision=2.0, staleness=0), train)
+        check_config(run_config(overprovision=2.0, staleness=0).rl, train)
     config = run_config()
     config.rl = config.rl.model_copy(update={"group_size": 1})  # past the schema's own check
     with pytest.raises(ValueError, match=r"rl\.group_size"):
-        check_config(config, train)
+        check_config(config.rl, train)
     with pytest.raises(ValueError, match=r"rl\.minibatches"):
-        check_config(run_config(minibatches=5), train)
-    check_config(run_config(), train)
+        check_config(run_config(minibatches=5).rl, train)
+    check_config(run_config().rl, train)
 
 
 def trajectory_with_versions(versions: list[int]) -> Trajectory:
@@ -207,7 +207,7 @@ def test_an_orchestrator_restored_from_a_reports_task_queue_deals_the_lost_tasks
     def run(steps: int, task_queue=None) -> tuple[ScriptedRollouts, list[StepReport]]:
         rollouts = ScriptedRollouts(list(works), CountingEngine())
         orchestrator = Orchestrator(
-            config, numbers_tasks, rollouts.engine, CountingTrainer(), rollouts, task_queue
+            config.rl, config.seed, numbers_tasks, rollouts.engine, CountingTrainer(), rollouts, task_queue
         )
         return rollouts, asyncio.run(orchestrator.run(steps))
 
@@ -308,7 +308,7 @@ def test_a_group_resumed_at_a_weight_update_is_not_cut_again_at_the_next_batch(n
     config = run_config(batch_groups=1, overprovision=2.0, staleness=2)
     engine, trainer = CountingEngine(), CountingTrainer()
     rollouts = ScriptedRollouts([1, 60, 1, 1, 1], engine)
-    orchestrator = Orchestrator(config, numbers_tasks, engine, trainer, rollouts)
+    orchestrator = Orchestrator(config.rl, config.seed, numbers_tasks, engine, trainer, rollouts)
     reports = asyncio.run(orchestrator.run(2))
     assert [r.version for r in reports] == [1, 2]
     quick, straggler = rollouts.groups[:2]
@@ -327,7 +327,9 @@ def test_dynamic_sampling_leaves_zero_signal_groups_out_and_starts_others_in_the
     engine, trainer = CountingEngine(), CountingTrainer()
     rewards = [(0.0, 0.0), (1.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 0.0), (0.0, 0.0)]
     rollouts = ScriptedRollouts([1] * 6, engine, rewards)  # the sixth starts after the last step
-    reports = asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(2))
+    reports = asyncio.run(
+        Orchestrator(config.rl, config.seed, numbers_tasks, engine, trainer, rollouts).run(2)
+    )
     assert rewards_trained(trainer) == [[0.0, 1.0], [1.0, 0.0]]
     assert [r.groups_left_out for r in reports] == [2, 1]
     assert [r.groups_left_out_resolved for r in reports] == [1, 0]
@@ -345,7 +347,9 @@ def test_dynamic_sampling_takes_zero_signal_groups_past_its_limit_and_is_off_by_
         config = run_config(staleness=0, overprovision=1.0, batch_groups=1, **rl)
         engine, trainer = CountingEngine(), CountingTrainer()
         rollouts = ScriptedRollouts([1] * 4, engine, rewards)
-        reports = asyncio.run(Orchestrator(config, numbers_tasks, engine, trainer, rollouts).run(1))
+        reports = asyncio.run(
+            Orchestrator(config.rl, config.seed, numbers_tasks, engine, trainer, rollouts).run(1)
+        )
         assert rewards_trained(trainer) == trained
         assert [r.groups_left_out for r in reports] == left_out
         assert reports[0].sampled_reward_mean == 0.0
@@ -365,7 +369,9 @@ def test_aborted_groups_leave_their_places_to_new_groups_while_the_trainer_runs(
             pauses_at_training.append([group.pauses for group in rollouts.groups])
             return await super().train(trajectories)
 
-    orchestrator = Orchestrator(config, numbers_tasks, rollouts.engine, ObservingTrainer(), rollouts)
+    orchestrator = Orchestrator(
+        config.rl, config.seed, numbers_tasks, rollouts.engine, ObservingTrainer(), rollouts
+    )
     (report,) = asyncio.run(orchestrator.run(1))
     assert pauses_at_training == [[0, 0, 1, 1, 1, 0, 0, 0, 0]]
     assert report.version == 1 and rollouts.engine.served == [0, 1]

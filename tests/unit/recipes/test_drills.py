@@ -23,7 +23,7 @@ def _demonstrations(tasks, oracle_edits: str = "lines"):
     async def main():
         run = config(oracle_edits=oracle_edits)
         async with SandboxPool(run.sandbox) as pool:
-            return await solve_all(tasks, pool, train_default_tokenizer(), run, jobs=2)
+            return await solve_all(tasks, pool, train_default_tokenizer(), run.agent, run.tasks, jobs=2)
 
     return [result.demonstration for result in asyncio.run(main())]
 

@@ -3,6 +3,7 @@ taken for a checkpoint, and damaged checkpoints are skipped or refused with a cl
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 
@@ -20,7 +21,7 @@ from overture.rl.checkpoints import (
     save_checkpoint,
 )
 from overture.rl.samples import TrainingSample
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import Trainer, rl_trainer
 
 
 def run_config(**rl) -> RunConfig:
@@ -58,17 +59,17 @@ def test_resumed_run_repeats_the_uninterrupted_losses(tmp_path, dtype):
 
     torch.manual_seed(1)
     random.seed(1)
-    uninterrupted = train(Trainer(policy(), config), 6)
+    uninterrupted = train(rl_trainer(policy(), config), 6)
 
     torch.manual_seed(1)
     random.seed(1)
-    first = Trainer(policy(), config)
+    first = rl_trainer(policy(), config)
     before = train(first, 3)
     save_checkpoint(first, tmp_path, data_position={"batch": 3})
     # A fresh process: other weights, other RNG states; the checkpoint must restore all of it.
     torch.manual_seed(99)
     random.seed(99)
-    resumed = Trainer(policy(), config)
+    resumed = rl_trainer(policy(), config)
     restored = load_checkpoint(resumed, latest_checkpoint(tmp_path))
     assert (restored.step, resumed.policy_version, restored.data_position) == (3, 3, {"batch": 3})
     after = train(resumed, 3)
@@ -77,18 +78,21 @@ def test_resumed_run_repeats_the_uninterrupted_losses(tmp_path, dtype):
 
 def test_checkpoint_model_loads_as_a_hugging_face_checkpoint(tmp_path):
     config = run_config(kl_coef=0.0)
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     train(trainer, 1)
     path = save_checkpoint(trainer, tmp_path)
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         torch.testing.assert_close(load_pretrained(path / "model")(ids).logits, trainer.model(ids).logits)
-    assert (path / "config.toml").is_file() and (path / "COMPLETE.json").is_file()
+    assert (path / "COMPLETE.json").is_file()
+    settings = json.loads((path / "trainer.json").read_text())
+    assert settings["optimizer"] == trainer.optimizer_config.model_dump(mode="json")
+    assert settings["rl"]["group_size"] == trainer.rl.group_size
 
 
 def test_a_crash_while_writing_leaves_no_checkpoint_that_looks_complete(tmp_path, monkeypatch):
     config = run_config(kl_coef=0.0)
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     train(trainer, 1)
     good = save_checkpoint(trainer, tmp_path)
     train(trainer, 1)
@@ -106,7 +110,7 @@ def test_a_crash_while_writing_leaves_no_checkpoint_that_looks_complete(tmp_path
 
 def test_incomplete_or_damaged_checkpoints_are_skipped_with_a_log_line(tmp_path, caplog):
     config = run_config(kl_coef=0.0)
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     paths = []
     for _ in range(3):
         train(trainer, 1)
@@ -124,18 +128,18 @@ def test_incomplete_or_damaged_checkpoints_are_skipped_with_a_log_line(tmp_path,
 
 def test_checkpoint_of_another_architecture_is_refused(tmp_path):
     config = run_config(kl_coef=0.0)
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     path = save_checkpoint(trainer, tmp_path)
     wider = RunConfig.model_validate(
         {**config.model_dump(), "model": tiny_model_config(hidden_size=64).model_dump()}
     )
     with pytest.raises(TrainingCheckpointError, match="weights do not fit the model being trained"):
-        load_checkpoint(Trainer(Transformer(wider.model), wider), path)
+        load_checkpoint(rl_trainer(Transformer(wider.model), wider), path)
 
 
 def test_only_the_newest_checkpoints_are_kept(tmp_path):
     config = run_config(kl_coef=0.0)
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     for _ in range(4):
         train(trainer, 1)
         save_checkpoint(trainer, tmp_path, keep=2)
@@ -143,7 +147,7 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
 
 
 def test_saving_a_step_again_replaces_it_cleanly(tmp_path):
-    trainer = Trainer(Transformer(run_config().model), run_config())
+    trainer = rl_trainer(Transformer(run_config().model), run_config())
     train(trainer, 1)
     first = save_checkpoint(trainer, tmp_path, data_position={"batch": 1})
     second = save_checkpoint(trainer, tmp_path, data_position={"batch": 2})

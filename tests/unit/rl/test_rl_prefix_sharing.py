@@ -13,7 +13,7 @@ from overture.rl.batching import build_micro_batches
 from overture.rl.logprobs import token_logprobs
 from overture.rl.prefix_sharing import Segment, Unit, position_cost, prefix_units, unit_cost
 from overture.rl.samples import TrainingSample
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import rl_trainer
 
 
 def tokens(count: int, seed: int, vocab: int = 96) -> list[int]:
@@ -110,7 +110,7 @@ def test_a_training_step_with_shared_prefixes_has_the_gradients_of_one_without(s
         config.training.share_prefixes = share
         config.training.micro_batch_tokens = 4096
         torch.manual_seed(0)
-        trainer = Trainer(Transformer(config.model), config)
+        trainer = rl_trainer(Transformer(config.model), config)
         trainer.optimizer_step = lambda: {}  # keep the gradients of the step, unapplied
         metrics = trainer.rl_step(samples) if step == "rl" else trainer.lm_step(samples)
         grads[share] = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}

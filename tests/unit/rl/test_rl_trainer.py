@@ -16,7 +16,7 @@ from overture.rl import trainer as trainer_module
 from overture.rl.batching import build_micro_batches
 from overture.rl.logprobs import token_logprobs
 from overture.rl.samples import TrainingSample
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import Trainer, rl_trainer
 
 PROMPT = [3, 14, 15, 9, 2]
 
@@ -49,7 +49,7 @@ def sequence_logprob(model: Transformer, ids: list[int]) -> float:
 def test_on_policy_batch_has_ratio_one_and_bumps_the_version():
     config = run_config()
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     samples = [on_policy(model, [*PROMPT, 7, 8, 9], 1.0), on_policy(model, [*PROMPT, 10, 11], -1.0)]
     metrics = trainer.rl_step(samples)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
@@ -63,7 +63,7 @@ def test_on_policy_batch_has_ratio_one_and_bumps_the_version():
 def test_a_batch_without_policy_signal_moves_nothing():
     config = run_config()
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     before = copy.deepcopy(model.state_dict())
     samples = [on_policy(model, [*PROMPT, 7, 8, 9], 0.0), on_policy(model, [*PROMPT, 10, 11], 0.0)]
     masked = on_policy(model, [*PROMPT, 12, 13], 1.0)  # a signal that no trained token carries
@@ -72,7 +72,7 @@ def test_a_batch_without_policy_signal_moves_nothing():
     assert trainer.step == trainer.policy_version == 0 and not trainer.optimizer.state
     assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
     # A KL term is a signal of its own; so is one nonzero advantage.
-    with_kl = Trainer(copy.deepcopy(model), run_config(rl={"kl_coef": 0.1})).rl_step(samples)
+    with_kl = rl_trainer(copy.deepcopy(model), run_config(rl={"kl_coef": 0.1})).rl_step(samples)
     assert "skipped" not in with_kl and with_kl["policy_version"] == 1
     samples[0].advantage = 0.5
     assert trainer.rl_step(samples)["policy_version"] == 1
@@ -91,8 +91,8 @@ def test_samples_from_a_tempered_engine_are_scored_at_its_temperature(temperatur
         sample = TrainingSample(ids, [0] * len(prompt) + [1] * new, [0.0] * len(ids), [0] * len(ids), 1.0)
         sample.behavior_logprobs = [0.0] * len(prompt) + list(completion.logprobs)
         samples.append(sample)
-    untempered = Trainer(copy.deepcopy(model), run_config()).rl_step(samples)
-    metrics = Trainer(model, config).rl_step(samples)
+    untempered = rl_trainer(copy.deepcopy(model), run_config()).rl_step(samples)
+    metrics = rl_trainer(model, config).rl_step(samples)
     assert metrics["is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert abs(untempered["is_weight_mean"] - 1.0) > 1e-2  # the engine's logprobs are the tempered ones
@@ -103,7 +103,7 @@ def test_an_rl_step_on_cpu_hands_freed_memory_back(monkeypatch):
     monkeypatch.setattr(trainer_module, "release_freed_memory", lambda: calls.append(1) or True)
     config = run_config()
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     trainer.rl_step([on_policy(model, [*PROMPT, 7, 8], 1.0), on_policy(model, [*PROMPT, 9], -1.0)])
     assert calls == [1]
 
@@ -111,7 +111,7 @@ def test_an_rl_step_on_cpu_hands_freed_memory_back(monkeypatch):
 def test_rl_steps_raise_the_preferred_completion():
     config = run_config()
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     good, bad = [*PROMPT, 7, 8, 9], [*PROMPT, 10, 11, 12]
     gap_before = sequence_logprob(model, good) - sequence_logprob(model, bad)
     for _ in range(5):
@@ -141,7 +141,7 @@ def test_micro_batch_layout_does_not_change_the_gradient(packing, budget):
     for config in (reference_config, other_config):
         model = Transformer(config.model)
         model.load_state_dict(base.state_dict())
-        trainer = Trainer(model, config)
+        trainer = rl_trainer(model, config)
         gradients = clipped_gradients(trainer)
         results.append((trainer.rl_step(samples), gradients[0]))
     (m1, g1), (m2, g2) = results
@@ -153,7 +153,7 @@ def test_micro_batch_layout_does_not_change_the_gradient(packing, budget):
 def test_minibatches_make_several_optimizer_steps_against_recomputed_proximal():
     config = run_config(rl={"minibatches": 2})
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     samples = [on_policy(model, [*PROMPT, 7 + i, 8, 9], 1.0 if i % 2 else -1.0) for i in range(4)]
     metrics = trainer.rl_step(samples)
     assert trainer.policy_version == 2 and metrics["minibatches"] == 2
@@ -169,7 +169,7 @@ def test_minibatches_make_several_optimizer_steps_against_recomputed_proximal():
 
 def test_rl_needs_behavior_logprobs():
     config = run_config()
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     with pytest.raises(ValueError, match="has no behavior logprobs"):
         trainer.rl_step([TrainingSample([*PROMPT, 1], [0] * 5 + [1], name="demo")])
 
@@ -177,7 +177,7 @@ def test_rl_needs_behavior_logprobs():
 def test_kl_to_the_frozen_reference_grows_as_the_policy_moves():
     config = run_config(rl={"kl_coef": 0.1})
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     samples = [on_policy(model, [*PROMPT, 7, 8, 9], 1.0), on_policy(model, [*PROMPT, 10, 11], -1.0)]
     assert trainer.rl_step(samples)["kl"] == pytest.approx(0.0, abs=1e-6)
     later = trainer.rl_step(samples)
@@ -188,7 +188,7 @@ def test_kl_to_the_frozen_reference_grows_as_the_policy_moves():
 def test_bfloat16_policy_keeps_float32_master_weights():
     config = run_config(training={"dtype": "bfloat16", "lr": 1e-4})
     model = Transformer(config.model).to(torch.bfloat16)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     assert trainer.master is not None
     before = [p.detach().float().clone() for p in trainer.master.module.parameters()]
     sample = TrainingSample([*PROMPT, 7, 8, 9], [0] * 5 + [1] * 3)
@@ -203,7 +203,7 @@ def test_bfloat16_policy_keeps_float32_master_weights():
 def test_exported_weights_reload_with_the_same_logits(tmp_path):
     config = run_config()
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     trainer.lm_step([TrainingSample([*PROMPT, 7, 8], [0] * 5 + [1, 1])])
     ids = torch.tensor([PROMPT])
     engine_copy = Transformer(config.model)
@@ -218,7 +218,7 @@ def test_exported_weights_reload_with_the_same_logits(tmp_path):
 def test_supervised_loss_is_the_mean_nll_of_policy_tokens_only():
     config = run_config(training={"micro_batch_tokens": 12})
     model = Transformer(config.model)
-    trainer = Trainer(model, config)
+    trainer = rl_trainer(model, config)
     samples = [
         TrainingSample([*PROMPT, 7, 8, 9], [0] * 5 + [1] * 3),
         TrainingSample([4, 5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 0, 1, 0]),
@@ -236,7 +236,7 @@ def test_supervised_loss_is_the_mean_nll_of_policy_tokens_only():
 
 def test_sample_losses_are_each_samples_own_supervised_loss():
     config = run_config(training={"micro_batch_tokens": 16})
-    trainer = Trainer(Transformer(config.model), config)
+    trainer = rl_trainer(Transformer(config.model), config)
     samples = [
         TrainingSample([*PROMPT, 7, 8, 9], [0] * 5 + [1] * 3),
         TrainingSample([4, 5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 0, 1, 0]),

@@ -26,7 +26,7 @@ def _solve(tasks, run_config: RunConfig | None = None):
     async def main():
         run = run_config or config()
         async with SandboxPool(run.sandbox) as pool:
-            return await solve_all(tasks, pool, train_default_tokenizer(), run, jobs=2)
+            return await solve_all(tasks, pool, train_default_tokenizer(), run.agent, run.tasks, jobs=2)
 
     return asyncio.run(main())
 

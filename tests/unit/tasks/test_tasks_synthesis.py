@@ -63,7 +63,7 @@ def test_mutations_no_test_notices_are_rejected(tmp_path):
     async def main():
         async with SandboxPool(RunConfig().sandbox) as pool:
             baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
-            synthesizer = Synthesizer(pool, baseline, config(), seed=0)
+            synthesizer = Synthesizer(pool, baseline, config().tasks, seed=0)
             return await synthesizer.run(unnoticed, wanted=10, jobs=2, progress=None), synthesizer.stats
 
     found, stats = asyncio.run(main())
@@ -190,7 +190,7 @@ def test_the_tasks_are_the_first_valid_candidates_whatever_finishes_first(tmp_pa
     async def main(jobs: int) -> list[str]:
         async with SandboxPool(RunConfig().sandbox) as pool:
             baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
-            synthesizer = Synthesizer(pool, baseline, config(), seed=0)
+            synthesizer = Synthesizer(pool, baseline, config().tasks, seed=0)
             tasks = await synthesizer.run(candidates, wanted=5, jobs=jobs, progress=None)
             assert synthesizer.stats.valid == len(tasks)
             return [task.instance_id for task in tasks]

@@ -169,7 +169,7 @@ def test_each_function_maps_to_the_test_files_that_call_it(snapshot):
 def test_without_a_map_every_candidate_runs_the_whole_suite(snapshot):
     baseline = baseline_of(snapshot, map_tests=False)
     assert baseline.test_map is None
-    synthesizer = Synthesizer(None, baseline, RunConfig(), seed=0)  # type: ignore[arg-type]
+    synthesizer = Synthesizer(None, baseline, RunConfig().tasks, seed=0)  # type: ignore[arg-type]
     candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
     assert {synthesizer.files_to_run(m) is None for m in candidates} == {True}
 
@@ -189,7 +189,7 @@ def test_selected_tests_give_the_same_tasks_as_the_whole_suite(tmp_path):
         async def main():
             async with SandboxPool(config.sandbox) as pool:
                 baseline = await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", 60, select)
-                synthesizer = Synthesizer(pool, baseline, config, seed=0)
+                synthesizer = Synthesizer(pool, baseline, config.tasks, seed=0)
                 candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
                 tasks = await synthesizer.run(candidates, wanted=100, jobs=2, progress=None)
                 return {t.instance_id: t for t in tasks}, synthesizer.stats

@@ -162,7 +162,9 @@ def test_the_reference_fix_resolves_every_bundled_repositorys_tasks(tmp_path):
     run = config()
 
     async def main():
-        found, _ = await build_task_set(repos, tmp_path / "tasks.jsonl", 2 * len(repos), run, seed=5, jobs=2)
+        found, _ = await build_task_set(
+            repos, tmp_path / "tasks.jsonl", 2 * len(repos), run.sandbox, run.tasks, seed=5, jobs=2
+        )
         async with SandboxPool(run.sandbox) as pool:
             grades = []
             for task in found:

@@ -37,11 +37,12 @@ run as Ray actors (`overture.orchestration.ray_actors`), driven by the same orch
 writes the RL checkpoints, and the newest one hands the trained weights back to this process
 for the evaluation after RL and the final checkpoint.
 
-The RL phase runs under the run's config with `training.steps`, `training.lr` and
-`training.warmup_steps` replaced by `rl.steps`, `rl.lr` and `rl.warmup_steps` (the LR schedule of
-the RL trainer spans the RL steps, not the SFT ones), `training.min_lr_ratio` by
-`rl.min_lr_ratio` and `engine.temperature` by `rl.temperature` when those are set
-(`job_config.rl_phase_config`); the evaluations sample at `engine.temperature`.
+Each phase trains with its own optimizer: the warm-up with `[lm_warmup]`'s steps, windows, LR
+and warmup, SFT with `[training]`'s, RL with `[rl]`'s steps, LR, warmup and final LR ratio (the
+LR schedule of the RL trainer spans the RL steps, not the SFT ones); the rest of AdamW is
+`[training]`'s (`RLConfig.optimizer`, `LMWarmupConfig.optimizer`). RL's rollouts sample at
+`rl.temperature` when set (`RLConfig.sampling_temperature`); the evaluations at
+`engine.temperature`.
 
 Run directory `OUTPUT_DIR/NAME/`: `config.toml`, `metrics.jsonl` (the SFT summary, one record
 per evaluation and per RL step, `phase` saying which), `tb/`, `checkpoints/` (RL training
@@ -84,7 +85,6 @@ from overture.recipes.main_job.job_config import (
     lm_warmup_phase_config,
     resume_conflicts,
     rl_mode,
-    rl_phase_config,
     sft_phase_config,
 )
 from overture.recipes.main_job.job_display import JobDisplay
@@ -99,10 +99,10 @@ from overture.recipes.main_job.warmup_documents import (
 from overture.rl.checkpoints import latest_checkpoint, load_checkpoint
 from overture.rl.run_dir import RunDir, RunDirError, read_metrics
 from overture.rl.setup import run_tokenizer
-from overture.rl.trainer import Trainer
+from overture.rl.trainer import rl_trainer
 from overture.runtime.devices import resolve_device
 from overture.supervised.demonstrations import read_demonstrations
-from overture.supervised.pretrain import pretrain
+from overture.supervised.pretrain import LMPhase, pretrain
 from overture.supervised.sft import sft, split_held_out
 from overture.tasks import Task
 from overture.tasks.spec import write_jsonl
@@ -193,7 +193,7 @@ class MainJob:
             # In process the RL trainer is one process; on Ray it is sharded over nproc rank actors.
             display.echo(f"RL phase: one trainer process (parallel.nproc = {nproc} applies to SFT; "
                          "runtime.ray shards the RL trainer too)")  # fmt: skip
-        trainer = Trainer(load_pretrained(weights, dtype=dtype).to(device), rl_phase_config(config))
+        trainer = rl_trainer(load_pretrained(weights, dtype=dtype).to(device), config)
         restored = latest_checkpoint(self.run_dir.checkpoints) if self.resume else None
         totals = rl_totals({})
         task_queue: dict[str, Any] | None = None
@@ -329,6 +329,7 @@ class MainJob:
             documents=documents,
             corpus_exclude=unseen,
             train_documents=repo_code,
+            phase=LMPhase.of_warmup(self.config.lm_warmup, self.config.training),
         )
         summary["edit_drills"] = len(drills)
         summary["copying"] = self._copying(self._load(Path(summary["checkpoint"])), tokenizer, held_out)
@@ -345,9 +346,10 @@ class MainJob:
         began = time.time()
         samples = config.rl.eval_samples
         policy = LocalEngine(engine).policy()
+        sections = (config.agent, config.sandbox, config.tasks)
         with self.display.evaluation(f"eval {label}", len(tasks) * samples) as seen:
             report, trajectories = asyncio.run(
-                evaluate(tasks, policy, tokenizer, config, samples, sorted({1, samples}), progress=seen)
+                evaluate(tasks, policy, tokenizer, *sections, samples, sorted({1, samples}), progress=seen)
             )
         write_jsonl(
             self.run_dir.path / "trajectories" / f"eval-{label}.jsonl", [t.to_dict() for t in trajectories]

@@ -1,9 +1,10 @@
 """The main job's settings phase by phase, and the checks of them before a run or a resume.
 
-- `rl_phase_config`, `lm_warmup_phase_config`, `sft_phase_config`: the run's config as the RL
-  trainer, the language-model warm-up sub-run (`RUN/lm-warmup/`) and the SFT sub-run
-  (`RUN/sft/`) take it: each phase's step count, batch and LR schedule in `training`, the
-  sub-runs reading the job's tokenizer;
+- `lm_warmup_phase_config`, `sft_phase_config`: the run's config as the language-model warm-up
+  sub-run (`RUN/lm-warmup/`) and the SFT sub-run (`RUN/sft/`) take it: where they write, the
+  job's tokenizer, the weights they start from. No phase's settings are rewritten: each phase
+  builds its optimizer from its own section (`TrainingConfig.optimizer`, `LMWarmupConfig.optimizer`,
+  `RLConfig.optimizer`);
 - `rl_mode`: `sync`, `async` or `async+partial`, as the `[rl]` knobs make it;
 - `check_job_config`: errors, naming the key, that would otherwise surface minutes into a run;
 - `resume_conflicts`: the run-defining settings (`RUN_DEFINING`) a `--resume` may not change.
@@ -28,19 +29,6 @@ def rl_mode(config: RunConfig) -> str:
     return "async+partial" if config.rl.overprovision > 1 else "async"
 
 
-def rl_phase_config(config: RunConfig) -> RunConfig:
-    """The run's config with the RL phase's step count and LR schedule in `training`, and its
-    sampling temperature in `engine` (`rl.temperature`, when set)."""
-    data = config.model_dump()
-    rl = config.rl
-    data["training"].update(steps=rl.steps, lr=rl.lr or config.training.lr, warmup_steps=rl.warmup_steps)
-    if rl.min_lr_ratio is not None:
-        data["training"]["min_lr_ratio"] = rl.min_lr_ratio
-    if rl.temperature is not None:
-        data["engine"]["temperature"] = rl.temperature
-    return RunConfig.model_validate(data)
-
-
 def _sub_run_settings(config: RunConfig, run_path: Path, name: str) -> dict[str, Any]:
     """The run's settings for its sub-run `RUN/name/`, reading the job's tokenizer (saved in
     `run_path` by `MainJob._tokenizer`)."""
@@ -51,20 +39,12 @@ def _sub_run_settings(config: RunConfig, run_path: Path, name: str) -> dict[str,
 
 
 def lm_warmup_phase_config(config: RunConfig, run_path: Path, start: Path | None = None) -> RunConfig:
-    """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: `lm_warmup`'s
-    step count, windows and LR schedule in `training`, the job's tokenizer (saved in `run_path`),
-    from the checkpoint `start` (the job's initial weights) when given."""
-    warmup = config.lm_warmup
+    """The run's config for its language-model warm-up sub-run `RUN/lm-warmup/`: the job's
+    tokenizer (saved in `run_path`), from the checkpoint `start` (the job's initial weights) when
+    given. Its windows and schedule are `[lm_warmup]`'s (`LMPhase.of_warmup`)."""
     data = _sub_run_settings(config, run_path, "lm-warmup")
     if start is not None:
         data["model"]["path"] = str(start)
-    data["training"].update(
-        steps=warmup.steps,
-        batch_size=warmup.batch_size,
-        seq_len=warmup.seq_len,
-        lr=warmup.lr or config.training.lr,
-        warmup_steps=warmup.warmup_steps,
-    )
     return RunConfig.model_validate(data)
 
 
@@ -103,7 +83,7 @@ def check_job_config(config: RunConfig, rl_tasks: list[Task] | None = None) -> N
         raise ConfigError("tasks.eval_size = 0: the main job evaluates on held-out tasks, give at least 1")
     if rl_tasks is not None:
         try:
-            check_config(config, rl_tasks)
+            check_config(config.rl, rl_tasks)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

@@ -87,7 +87,13 @@ async def load_task_set(
     building = folder.with_name(f".building-{folder.name}-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     await build_task_set(
-        bundled_repos(), building / TASK_FILE, builtin_size(config), config, config.seed, jobs=jobs()
+        bundled_repos(),
+        building / TASK_FILE,
+        builtin_size(config),
+        config.sandbox,
+        config.tasks,
+        config.seed,
+        jobs=jobs(),
     )
     try:
         building.rename(folder)
@@ -130,7 +136,7 @@ async def write_oracle_demonstrations(
 ) -> dict[str, int]:
     """Solve `tasks` with the oracle and write the solved episodes to `out` as demonstrations."""
     async with SandboxPool(config.sandbox) as pool:
-        results = await solve_all(tasks, pool, tokenizer, config, jobs())
+        results = await solve_all(tasks, pool, tokenizer, config.agent, config.tasks, jobs())
     demonstrations = [r.demonstration for r in results if r.solved and r.demonstration]
     failed = [r for r in results if not r.solved]
     if len(demonstrations) < MIN_DEMONSTRATIONS:

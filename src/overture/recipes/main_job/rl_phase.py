@@ -109,7 +109,7 @@ class RLPhase:
 
             if config.runtime.uses_ray:
                 run = self._orchestrate_on_ray(
-                    trainer.config, weights, restored, tasks, task_queue, tokenizer, left, recorder
+                    weights, restored, tasks, task_queue, tokenizer, left, recorder
                 )
                 asyncio.run(run)
                 # The trainer actor's newest checkpoint hands its weights back to this process.
@@ -135,17 +135,18 @@ class RLPhase:
         steps: int,
         on_step: Callable[[StepReport], None],
     ) -> None:
-        rl_config = trainer.config
-        async with SandboxPool(rl_config.sandbox) as pool:
+        config = self.config
+        async with SandboxPool(config.sandbox) as pool:
             # The engine serves the evaluations too: RL's sampling temperature goes with each request.
-            handle = LocalEngine(engine, temperature=rl_config.engine.temperature)
-            rollouts = local_rollouts(rl_config, handle, pool, tokenizer)
-            orchestrator = Orchestrator(rl_config, tasks, handle, LocalTrainer(trainer), rollouts, task_queue)
+            handle = LocalEngine(engine, temperature=config.rl.sampling_temperature(config.engine))
+            rollouts = local_rollouts(config, handle, pool, tokenizer)
+            orchestrator = Orchestrator(
+                config.rl, config.seed, tasks, handle, LocalTrainer(trainer), rollouts, task_queue
+            )
             await orchestrator.run(steps, on_step)
 
     async def _orchestrate_on_ray(
         self,
-        rl_config: RunConfig,
         weights: Path,
         restored: Path | None,
         tasks: list[Task],
@@ -155,13 +156,16 @@ class RLPhase:
         recorder: Callable[..., Callable[[StepReport], None]],
     ) -> None:
         keep = self.config.training.keep_checkpoints
-        async with ray_rl_runtime(rl_config, weights, tokenizer, restored) as ray_rl:
+        async with ray_rl_runtime(self.config, weights, tokenizer, restored) as ray_rl:
             remote = ray_rl.trainer
             on_step = recorder(
                 lambda extra: remote.save_checkpoint(self.run_dir.checkpoints, extra, keep),
                 lambda: remote.step,
             )
-            orchestrator = Orchestrator(rl_config, tasks, ray_rl.engine, remote, ray_rl.rollouts, task_queue)
+            config = self.config
+            orchestrator = Orchestrator(
+                config.rl, config.seed, tasks, ray_rl.engine, remote, ray_rl.rollouts, task_queue
+            )
             await orchestrator.run(steps, on_step)
 
     def _record_step(
