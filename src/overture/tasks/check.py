@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from overture.config import TasksConfig
+from overture.config import SandboxConfig, TasksConfig
 from overture.sandbox import SandboxError, SandboxPool
 from overture.tasks.grading import decide, passes, patch_workspace
 from overture.tasks.parallel import map_bounded
 from overture.tasks.pytest_report import PytestRun, run_pytest
+from overture.tasks.run_failure import explain_run
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task, TaskError
 
@@ -44,10 +45,11 @@ def _named(tests: list[str]) -> str:
     return shown + (f" and {len(tests) - MAX_NAMED} more" if len(tests) > MAX_NAMED else "")
 
 
-def _run_problems(run: PytestRun, when: str) -> list[str]:
-    if run.result.timed_out:
-        return [f"{when}: the tests ran past their time limit"]
-    return []
+def _run_problem(run: PytestRun, when: str, timeout: float, limits: SandboxConfig) -> str:
+    """Why the run as a whole failed (it timed out, or reported no test at all), or ""."""
+    if run.result.timed_out or not run.outcomes:
+        return f"{when}: {explain_run(run.result, timeout, limits)}"
+    return ""
 
 
 async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> CheckResult:
@@ -62,20 +64,24 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
         async with pool.sandbox(base) as box:
             if task.test_patch and (trouble := await patch_workspace(box, task.test_patch)):
                 problems.append(f"test_patch does not apply: {trouble}")
-            before = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
-            problems += _run_problems(before, "before the fix")
+            timeout, limits = config.test_timeout_s, pool.config
+            before = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
             _, early, _, broken = decide(task, before.outcomes)
-            if early:
-                problems.append(f"FAIL_TO_PASS already pass before the fix: {_named(early)}")
-            if broken:
-                problems.append(f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
+            if trouble := _run_problem(before, "before the fix", timeout, limits):
+                problems.append(trouble)  # the cause, not every test it failed
+            else:
+                if early:
+                    problems.append(f"FAIL_TO_PASS already pass before the fix: {_named(early)}")
+                if broken:
+                    problems.append(f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
             if task.patch.strip():
                 if trouble := await patch_workspace(box, task.patch):
                     problems.append(f"the reference fix does not apply: {trouble}")
                 else:
-                    after = await run_pytest(box, task.test_cmd, task.test_ids, config.test_timeout_s)
-                    problems += _run_problems(after, "with the fix")
-                    if failing := [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]:
+                    after = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
+                    if trouble := _run_problem(after, "with the fix", timeout, limits):
+                        problems.append(trouble)
+                    elif failing := [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]:
                         problems.append(f"tests do not pass with the reference fix: {_named(failing)}")
     except (TaskError, SandboxError, OSError) as exc:
         problems.append(f"{exc.__class__.__name__}: {exc}")

@@ -67,6 +67,7 @@ from overture.config import TasksConfig
 from overture.sandbox import Sandbox, SandboxError
 from overture.sandbox.diff import read_entry
 from overture.tasks.pytest_report import is_test_file, outcome_passes
+from overture.tasks.run_failure import output_tail
 from overture.tasks.spec import Task
 from overture.tasks.witness import run_witnessed
 
@@ -155,7 +156,7 @@ async def restore_unkept(sandbox: Sandbox) -> list[str]:
     # Whatever the agent put there (file, link, directory) goes; the base's file comes back.
     removal = await sandbox.exec(["rm", "-rf", "--", *restored], timeout=30)
     if removal.exit_code != 0:
-        raise SandboxError(f"could not restore {restored[:3]}: {removal.stderr.strip()[-200:]}")
+        raise SandboxError(f"could not restore {restored[:3]}: {output_tail(removal.stderr, 200)}")
     for rel in restored:
         kind, content = read_entry(base, rel)
         if kind == "file":
@@ -171,7 +172,7 @@ async def patch_workspace(sandbox: Sandbox, patch: str) -> str:
     )
     if applied.exit_code == 0:
         return ""
-    return (applied.stdout + applied.stderr).strip()[-300:] or f"patch exited with {applied.exit_code}"
+    return output_tail(applied.stdout + applied.stderr, 300) or f"patch exited with {applied.exit_code}"
 
 
 async def grade(task: Task, sandbox: Sandbox, config: TasksConfig | None = None) -> Grade:

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from overture.sandbox import Sandbox
 from overture.sandbox.tree import remove_tree
+from overture.tasks.run_failure import output_tail
 from overture.tasks.spec import Task, TaskError
 
 SKIPPED_DIRS = frozenset(
@@ -145,7 +146,7 @@ def apply_patch(directory: Path, patch: str, what: str) -> None:
     )  # fmt: skip
     if done.returncode != 0:
         output = (done.stdout + done.stderr).decode(errors="replace").strip()
-        raise SnapshotError(f"{what} does not apply: {output[-500:]}")
+        raise SnapshotError(f"{what} does not apply: {output_tail(output, 500)}")
 
 
 def default_bases_root() -> Path:

@@ -41,6 +41,7 @@ from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
+from overture.tasks.run_failure import explain_run
 from overture.tasks.snapshots import BYTECODE_WRITES, keep_test_bytecode, repository_files, store_snapshot
 from overture.tasks.source_functions import enclosing_function
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
@@ -107,12 +108,10 @@ async def run_baseline(
         run = await run_pytest(box, test_cmd, [], timeout, setup=setup)
         test_map = read_test_map(box) if map_tests and not run.result.timed_out else None
         await asyncio.to_thread(keep_test_bytecode, box, snapshot)
-    if run.result.timed_out:
-        raise SynthesisError(f"{repo}: the test suite ran past {timeout:g}s on the clean code")
     passed = [test for test in run.outcomes if test in run.passed]
-    if not passed:
-        tail = (run.result.stdout + run.result.stderr).strip()[-800:]
-        raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`):\n{tail}")
+    if run.result.timed_out or not passed:
+        why = explain_run(run.result, timeout, pool.config)
+        raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`): {why}")
     return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map)
 
 

@@ -36,6 +36,7 @@ from importlib.resources import files
 
 from overture.sandbox import ExecResult, Sandbox
 from overture.tasks.pytest_report import MAX_REPORT_BYTES, shell_command, test_files
+from overture.tasks.run_failure import output_tail
 
 EXPECTED = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
 WITNESS_FLAGS = "--tb=short -p no:cacheprovider --color=no -q"
@@ -214,7 +215,7 @@ def read_report(data: bytes, overflow: bool, key: bytes, result: ExecResult) -> 
         run.tampering = f"the report grew past {MAX_REPORT_BYTES} bytes"
         return run
     if not data:
-        tail = (result.stderr.strip() or result.stdout.strip())[-300:]
+        tail = output_tail(result.stderr.strip() or result.stdout, 300)
         run.failure = f"the test run never reported through grading's witness ({exit_note}): {tail}"
         return run
     try:
