@@ -129,8 +129,9 @@ def make_policy(
     from overture.model import load_pretrained
 
     assert model is not None
+    weights = load_pretrained(model)  # first: a directory that is no checkpoint is named as such
     tokenizer = Tokenizer.from_dir(tokenizer_dir or model)
-    engine = Engine(load_pretrained(model), tokenizer, config=config.engine)
+    engine = Engine(weights, tokenizer, config=config.engine)
     return EnginePolicy(engine), tokenizer
 
 

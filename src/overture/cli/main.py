@@ -210,13 +210,16 @@ def evaluate_checkpoint(
     run_config = load_config(config, set_ or [])
     if tasks is not None:
         run_config.tasks.source = str(tasks)
+    # Before the tasks (a synthesis, the first time): a directory that is no checkpoint is named as
+    # such, not as a missing tokenizer.
+    weights = load_pretrained(checkpoint)
+    tokenizer = Tokenizer.from_dir(checkpoint)
     # 'builtin' is the bundled set `overture train` synthesizes for this config (made once, cached).
     every, origin = asyncio.run(load_task_set(run_config, echo))
     chosen = spread_over_repos([task for task in every if task.split == split], limit)
     if not chosen:
         raise typer.BadParameter(f"{origin.path}: no tasks in split {split!r}", param_hint="--split")
-    tokenizer = Tokenizer.from_dir(checkpoint)
-    policy = EnginePolicy(Engine(load_pretrained(checkpoint), tokenizer, config=run_config.engine))
+    policy = EnginePolicy(Engine(weights, tokenizer, config=run_config.engine))
     try:
         sections = (run_config.agent, run_config.sandbox, run_config.tasks)
         report, episodes = asyncio.run(evaluate(chosen, policy, tokenizer, *sections, samples, k or [1]))

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 from agent_helpers import call_text, make_repo
+from conftest import SMOKE_CONFIG
 from typer.testing import CliRunner
 
 from overture.cli.main import app
@@ -102,6 +103,14 @@ def test_agent_rejects_bad_arguments(tmp_path):
     bad.write_text('{"not": "a list"}')
     result = runner.invoke(app, ["agent", "--repo", str(repo), "--script", str(bad), "task"])
     assert result.exit_code == 2 and "JSON list of strings" in result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    model, smoke = ["--model", str(empty)], str(SMOKE_CONFIG)
+    for args in (["agent", "--repo", str(repo), *model, "task"], ["eval", smoke, "--checkpoint", str(empty)]):
+        result = runner.invoke(app, args)
+        flat = " ".join(result.output.split())
+        assert result.exit_code != 0 and "not a Hugging Face checkpoint directory" in flat, result.output
+        assert "tokenizer.json" not in flat
 
 
 def test_apply_refuses_a_diff_with_changes_patch_cannot_write(tmp_path):
