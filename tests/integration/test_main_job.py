@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from typer.testing import CliRunner
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
 from overture.model import Transformer, load_pretrained
-from overture.recipes.main_job import rl_phase
+from overture.recipes.main_job import job_tasks, rl_phase
 from overture.recipes.main_job.job import _drop_records_after, train
 from overture.recipes.main_job.job_config import (
     check_job_config,
@@ -252,6 +253,18 @@ def test_the_bundled_task_set_is_cached_by_seed_size_and_settings(tmp_path):
     tasks, source = asyncio.run(load_task_set(config, echo=lambda line: None))
     assert source.cached and source.path == folder / TASK_FILE
     assert [t.instance_id for t in tasks] == [t.instance_id for t in make_tasks(8, 2)]
+
+
+def test_an_edited_bundled_repository_is_synthesized_again(tmp_path, monkeypatch):
+    copies = []
+    for repo in bundled_repos()[:2]:
+        copies.append(tmp_path / "repos" / repo.name)
+        shutil.copytree(repo, copies[-1], ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(job_tasks, "bundled_repos", lambda: copies)
+    folder = builtin_cache_dir(smoke_config(tmp_path))
+    assert builtin_cache_dir(smoke_config(tmp_path)) == folder
+    (copies[0] / "README.md").write_text("edited\n")
+    assert builtin_cache_dir(smoke_config(tmp_path)) != folder
 
 
 def test_a_task_file_source_is_read_as_is_and_a_missing_one_is_named(tmp_path):

@@ -26,6 +26,7 @@ from pathlib import Path
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, TaskError, build_task_set, bundled_repos, read_tasks, solve_all
+from overture.tasks.snapshots import content_hash, repository_files
 from overture.tasks.spec import write_jsonl
 from overture.text import Tokenizer
 
@@ -51,10 +52,11 @@ def builtin_size(config: RunConfig) -> int:
 
 
 def builtin_cache_dir(config: RunConfig) -> Path:
-    """`OUTPUT_DIR/task-sets/bundled-seed{S}-n{N}-{key}`: key = hash of every synthesis setting."""
+    """`OUTPUT_DIR/task-sets/bundled-seed{S}-n{N}-{key}`: key = hash of every synthesis setting and
+    of the bundled repositories' contents (an edited repository is synthesized again)."""
     tasks = config.tasks
     settings = {
-        "repos": [repo.name for repo in bundled_repos()],
+        "repos": {repo.name: content_hash(repo, repository_files(repo)) for repo in bundled_repos()},
         "pass_to_pass": tasks.pass_to_pass,
         "heldout_function_fraction": tasks.heldout_function_fraction,
         "heldout_task_fraction": tasks.heldout_task_fraction,
