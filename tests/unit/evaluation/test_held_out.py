@@ -103,8 +103,10 @@ def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp
 
 
 def test_eval_names_a_missing_task_file(tmp_path):
-    missing = tmp_path / "nope.jsonl"
-    result = CliRunner().invoke(app, ["eval", "configs/tiny.toml", "--checkpoint", str(tmp_path),
+    missing, checkpoint = tmp_path / "nope.jsonl", tmp_path / "checkpoint"
+    save_pretrained(Transformer(tiny_model_config(vocab_size=tokenizer().vocab_size)), checkpoint)
+    tokenizer().save(checkpoint)
+    result = CliRunner().invoke(app, ["eval", "configs/tiny.toml", "--checkpoint", str(checkpoint),
                                       "--tasks", str(missing)])  # fmt: skip
     assert result.exit_code == 2
     assert "no such task file" in " ".join(result.output.replace("│", " ").split())
