@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
+from overture.evaluation.held_out import PAIRED_MEASURES
 from overture.model import Transformer, load_pretrained
 from overture.recipes.main_job import job_tasks, rl_phase
 from overture.recipes.main_job.job import _drop_records_after, train
@@ -376,6 +377,14 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     assert summary["pass@1_before"] == summary["eval_before"]["pass_at"]["pass@1"]
     change = summary["pass@1_change"]["change"]
     assert change == pytest.approx(summary["pass@1_after"] - summary["pass@1_before"])
+    # Every paired measure, before and after, with its change and standard error, per task.
+    paired = summary["behaviour_change"]
+    assert set(paired) >= {"pass@1", *PAIRED_MEASURES} - {"turns_resolved"}  # resolved ones: maybe none
+    for name, figures in paired.items():
+        assert set(figures) == {"before", "after", "change", "standard_error", "tasks"}, name
+        assert figures["change"] == pytest.approx(figures["after"] - figures["before"]), name
+    assert paired["pass@1"]["change"] == pytest.approx(change)
+    assert "by_task" not in summary["eval_before"]  # kept in the job's state, not printed
     # Two async+partial RL steps, within the staleness bound.
     rl = summary["rl"]
     assert rl["mode"] == "async+partial" and rl["steps"] == 2 and rl["optimizer_steps"] == 2
@@ -396,6 +405,8 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     evals = [r for r in records if r["phase"] == "eval"]
     assert [(r["when"], r["version"]) for r in evals] == [("before", 0), ("after", 2)]
     assert evals[0]["pass@1"] == summary["pass@1_before"] and evals[1]["pass@1"] == summary["pass@1_after"]
+    (logged,) = [r for r in records if r["phase"] == "behaviour_change"]
+    assert logged["change/parallel_turn_share"] == paired["parallel_turn_share"]["change"]
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001", "step-00000002"]
     assert load_pretrained(run / "checkpoints" / "final").config.hidden_size == 64

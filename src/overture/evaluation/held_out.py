@@ -51,6 +51,10 @@ class EvalReport:
     # and `samples` are what sharpening can still turn: made reliable, they would lift pass@1 to
     # the share resolved at least once (pass@samples), and no further.
     times_resolved: dict[int, int] = field(default_factory=dict)
+    # instance_id -> each `PAIRED_MEASURES` value of the task (pass@k by the estimator, the
+    # others the mean over its episodes; `turns_resolved` only when one of them resolved it):
+    # what `paired_changes` compares between two evaluations of the same tasks.
+    by_task: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         summary = asdict(self)
@@ -68,6 +72,13 @@ MEAN_METRICS = (
 # Then the shares of episodes that read the lines the reference fix changes and that edited its
 # files (`overture.tasks.localization`): where an agent that does not solve a task stops.
 EVAL_METRICS = (*MEAN_METRICS, *LOCALIZATION_METRICS)
+# What RL should move, compared task by task between two evaluations (`paired_changes`): how much
+# an episode does at once (parallel turns, calls per turn), how long it takes (turns, turns of a
+# resolved episode, generated tokens), how much it looks before it edits, and pass@k.
+PAIRED_MEASURES = (
+    "parallel_turn_share", "tool_calls_per_turn", "turns", "turns_resolved", "reads_before_first_edit",
+    "policy_tokens",
+)  # fmt: skip
 
 
 def summarize(
@@ -92,25 +103,78 @@ def summarize(
     times_resolved = {times: 0 for times in range(samples + 1)}
     for count in resolved.values():
         times_resolved[count] += 1
+    episodes: dict[str, list[Trajectory]] = {task.instance_id: [] for task in tasks}
+    for trajectory in trajectories:
+        episodes[trajectory.task_id].append(trajectory)
+    by_task = {task: _task_measures(own, samples, ks) for task, own in episodes.items()}
     return EvalReport(
-        len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo, times_resolved
+        len(tasks), samples, pass_at, resolved, metrics, statuses, pass1_by_repo, times_resolved, by_task
     )
+
+
+def _task_measures(own: Sequence[Trajectory], samples: int, ks: Sequence[int]) -> dict[str, float]:
+    """One task's pass@k and `PAIRED_MEASURES` over its episodes `own`."""
+    won = [t for t in own if t.reward_info.get("resolution") == "resolved"]
+    measures = {f"pass@{k}": pass_at_k(samples, len(won), k) for k in ks}
+    for name in PAIRED_MEASURES:
+        episodes = won if name == "turns_resolved" else own
+        key = "turns" if name == "turns_resolved" else name
+        if episodes:
+            measures[name] = _mean([float(t.metrics.get(key, 0.0)) for t in episodes])
+    return measures
+
+
+def paired_change(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """The change of one per-task measure between two evaluations, over the tasks both have it
+    for: the means before and after, their difference, and its standard error paired by task (the
+    standard deviation of the per-task changes over the root of their count; NaN under two tasks)."""
+    common = [task for task in before if task in after]
+    changes = [after[task] - before[task] for task in common]
+    error = stdev(changes) / sqrt(len(changes)) if len(changes) >= 2 else float("nan")
+    return {
+        "before": _mean([before[task] for task in common]),
+        "after": _mean([after[task] for task in common]),
+        "change": _mean(changes),
+        "standard_error": error,
+        "tasks": len(common),
+    }
+
+
+def paired_changes(
+    before: Mapping[str, Mapping[str, float]], after: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float]]:
+    """`paired_change` of every measure two evaluations' `EvalReport.by_task` share (pass@k and
+    `PAIRED_MEASURES`). Every task must be in both: pairing two different task sets means nothing."""
+    if before.keys() != after.keys():
+        only_one = len(before.keys() ^ after.keys())
+        raise ValueError(f"paired changes: the evaluations differ in their tasks ({only_one} in one only)")
+    names = sorted({name for measures in before.values() for name in measures})
+    names = [name for name in names if any(name in measures for measures in after.values())]
+    return {
+        name: paired_change(
+            {task: m[name] for task, m in before.items() if name in m},
+            {task: m[name] for task, m in after.items() if name in m},
+        )
+        for name in names
+    }
 
 
 def pass1_change(
     before: Mapping[str, int], before_samples: int, after: Mapping[str, int], after_samples: int
 ) -> tuple[float, float]:
     """The change of pass@1 between two evaluations of the same tasks (`EvalReport.resolved` and
-    `samples` of each), and its standard error paired by task: the standard deviation of the
-    per-task changes over the root of the task count. Pairing takes out how hard each task is,
-    which two independent pass@1s would count as noise; what is left is the sampling of episodes."""
+    `samples` of each), and its standard error paired by task (`paired_change`). Pairing takes
+    out how hard each task is, which two independent pass@1s would count as noise; what is left
+    is the sampling of episodes."""
     if before.keys() != after.keys():
         only_one = len(before.keys() ^ after.keys())
         raise ValueError(f"pass@1 change: the evaluations differ in their tasks ({only_one} in one only)")
-    changes = [after[task] / after_samples - before[task] / before_samples for task in before]
-    if len(changes) < 2:
-        return _mean(changes), float("nan")
-    return _mean(changes), stdev(changes) / sqrt(len(changes))
+    rates = (
+        {task: count / before_samples for task, count in before.items()},
+        {task: count / after_samples for task, count in after.items()},
+    )
+    paired = paired_change(*rates)
+    return paired["change"], paired["standard_error"]
 
 
 def _mean(values: list[float]) -> float:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from overture.agent import Trajectory
 from overture.cli.main import app
-from overture.evaluation.held_out import pass1_change, pass_at_k, summarize
+from overture.evaluation.held_out import PAIRED_MEASURES, paired_changes, pass1_change, pass_at_k, summarize
 from overture.model import Transformer, save_pretrained
 from overture.tasks import Task, write_tasks
 
@@ -77,6 +77,38 @@ def test_summary_averages_pass_at_k_over_tasks_and_metrics_over_episodes():
     assert report.metrics["edited"] == 0.5 and report.metrics["edits_applied"] == 0.5
     assert report.metrics["read_fix_lines"] == pytest.approx(1 / 6) and report.metrics["edited_fix_file"] == 0
     assert report.statuses == {"finished": 6}
+
+
+def _episode(task_id: str, resolved: bool, turns: int, parallel: float) -> Trajectory:
+    episode = _trajectory(task_id, resolved, turns)
+    episode.metrics.update(
+        parallel_turn_share=parallel, tool_calls_per_turn=1 + parallel, policy_tokens=10 * turns
+    )
+    return episode
+
+
+def test_behaviour_changes_are_paired_by_task_with_their_standard_errors():
+    tasks = [Task(name, "r", "p", ["t::x"]) for name in "abc"]
+    sft = [_episode("a", True, 6, 0.0), _episode("a", False, 8, 0.0), _episode("b", False, 6, 0.5),
+           _episode("b", False, 6, 0.5), _episode("c", True, 4, 0.0),
+           _episode("c", True, 6, 0.0)]  # fmt: skip
+    rl = [_episode("a", True, 4, 0.5), _episode("a", True, 4, 0.5), _episode("b", False, 6, 0.5),
+          _episode("b", True, 4, 1.0), _episode("c", True, 4, 0.5), _episode("c", True, 4, 0.5)]  # fmt: skip
+    before, after = (summarize(tasks, episodes, samples=2, ks=[1, 2]) for episodes in (sft, rl))
+    assert before.by_task["b"].keys() == {"pass@1", "pass@2", *PAIRED_MEASURES} - {"turns_resolved"}
+    changes = paired_changes(before.by_task, after.by_task)
+    assert set(changes) == {"pass@1", "pass@2", *PAIRED_MEASURES}
+    parallel = changes["parallel_turn_share"]  # per task: +0.5, +0.25, +0.5
+    assert parallel["change"] == pytest.approx(5 / 12) and parallel["tasks"] == 3
+    assert parallel["standard_error"] == pytest.approx(((1 / 48) ** 0.5) / 3**0.5)
+    assert (parallel["before"], parallel["after"]) == (pytest.approx(1 / 6), pytest.approx(7 / 12))
+    # Turns of resolved episodes pair only the tasks resolved in both: a (6 -> 4) and c (5 -> 4).
+    resolved_turns = changes["turns_resolved"]
+    assert resolved_turns["tasks"] == 2 and resolved_turns["change"] == pytest.approx(-1.5)
+    pass1 = pass1_change(before.resolved, 2, after.resolved, 2)
+    assert (changes["pass@1"]["change"], changes["pass@1"]["standard_error"]) == pytest.approx(pass1)
+    with pytest.raises(ValueError, match="1 in one only"):
+        paired_changes(before.by_task, {k: v for k, v in after.by_task.items() if k != "c"})
 
 
 def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path):

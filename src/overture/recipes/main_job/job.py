@@ -30,7 +30,10 @@ Phases, each calling the component that owns it:
    section gives, a training checkpoint every `training.checkpoint_every` steps (and after the
    last), then the same evaluation again with the same sampling settings;
 5. the summary (table on the console, JSON returned to the caller), with pass@1's change and
-   its standard error paired by task (`evaluation.pass1_change`).
+   its standard error paired by task (`evaluation.pass1_change`), and the same for pass@k and
+   the behaviour RL should move — parallel turns, calls per turn, turns (of resolved episodes
+   too), reads before the first edit, generated tokens (`behaviour_change`; also in
+   metrics.jsonl and TensorBoard as `change/NAME` and `change_se/NAME`).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
 run as Ray actors (`overture.orchestration.ray_actors`), driven by the same orchestrator; the trainer actor
@@ -73,7 +76,7 @@ import torch
 
 from overture.config import RunConfig, load_config
 from overture.engine import Engine
-from overture.evaluation.held_out import evaluate, pass1_change
+from overture.evaluation.held_out import evaluate, paired_changes, pass1_change
 from overture.model import Transformer, load_pretrained, save_pretrained
 from overture.orchestration.orchestrator import LocalEngine
 from overture.recipes.main_job.call_accuracy import call_argument_accuracy
@@ -227,6 +230,7 @@ class MainJob:
         trainer.save_weights(final)
         tokenizer.save(final)
         summary = self._summary(task_info, sft_summary, before, after, totals, final)
+        self._log_changes(trainer.policy_version, summary["behaviour_change"])
         self.run_dir.close()
         display.summary(summary)
         return summary
@@ -365,6 +369,16 @@ class MainJob:
 
     # ------------------------------------------------------------------ endings
 
+    def _log_changes(self, version: int, changes: dict[str, dict[str, float]]) -> None:
+        """Each measure's paired change from SFT to RL, with its standard error, in metrics.jsonl
+        and TensorBoard (`change/NAME`, `change_se/NAME`)."""
+        record: dict[str, float] = {}
+        for name, paired in changes.items():
+            record[f"change/{name}"] = paired["change"]
+            record[f"change_se/{name}"] = paired["standard_error"]
+        if record:
+            self.run_dir.log(version, phase="behaviour_change", **record)
+
     def _interrupted(self, totals: dict[str, Any]) -> dict[str, Any]:
         self.run_dir.close()
         self.display.echo(
@@ -386,7 +400,7 @@ class MainJob:
         final: Path,
     ) -> dict[str, Any]:
         rewards = totals["rewards"] or [0.0]
-        drop = ("resolved",)
+        drop = ("resolved", "by_task")
         change, standard_error = pass1_change(
             before["resolved"], before["samples"], after["resolved"], after["samples"]
         )
@@ -417,6 +431,7 @@ class MainJob:
             "pass@1_before": before["pass_at"]["pass@1"],
             "pass@1_after": after["pass_at"]["pass@1"],
             "pass@1_change": {"change": change, "standard_error": standard_error},
+            "behaviour_change": behaviour_change(before, after),
             "rl": {
                 "mode": rl_mode(self.config),
                 "steps": totals["batches"],
@@ -429,6 +444,14 @@ class MainJob:
             "phase_seconds": self.state.get("seconds") or {},
             "wall_s": round(time.time() - self.started, 1),
         }
+
+
+def behaviour_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every paired measure's change from the evaluation before RL to the one after
+    (`evaluation.paired_changes`); {} for a run whose evaluation before RL predates them."""
+    if "by_task" not in before or "by_task" not in after:
+        return {}
+    return paired_changes(before["by_task"], after["by_task"])
 
 
 def train(

@@ -99,6 +99,14 @@ class JobDisplay:
         for name, old, new in rows:
             table.add_row(name, f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
         self.console.print(table)
+        if paired := summary.get("behaviour_change"):
+            changes = Table(title="paired by task (mean of each task's episodes)")
+            for column in ("measure", "SFT", "after RL", "change", "std. error", "tasks"):
+                changes.add_column(column, justify="left" if column == "measure" else "right")
+            for name, c in paired.items():
+                figures = (c["before"], c["after"], c["change"], c["standard_error"])
+                changes.add_row(name, *(f"{x:.3f}" for x in figures), str(c["tasks"]))
+            self.console.print(changes)
         change, samples = summary["pass@1_change"], {before["samples"], after["samples"]}
         episodes = " and ".join(str(n) for n in sorted(samples))
         self.echo(
