@@ -162,10 +162,10 @@ def solve(
     settings = run_config.tokenizer
     tokenizer = train_default_tokenizer(settings.vocab_size, settings.corpus)
 
-    agent, rules = run_config.agent, run_config.tasks
+    agent, rules, seed = run_config.agent, run_config.tasks, run_config.seed
     results = _run_on_tasks(
         run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,
-        lambda pool, show: solve_all(tasks, pool, tokenizer, agent, rules, _jobs(jobs), show),
+        lambda pool, show: solve_all(tasks, pool, tokenizer, agent, rules, _jobs(jobs), show, seed),
     )  # fmt: skip
     if demos is not None:
         write_jsonl(demos, [r.demonstration for r in results if r.solved and r.demonstration])

@@ -448,6 +448,14 @@ class TasksConfig(Section):
         description="synthesis: a candidate runs only the test files that call the mutated function on "
         "the clean code (recorded by the baseline run), not the whole suite; the same tasks, faster",
     )
+    oracle_parallel_share: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="share of the oracle's demonstrations that make a step's independent calls in "
+        "one turn (the search: grep + codebase_search; the read of the function with the grep of "
+        "its failing test); the others make them one call a turn. Drawn per task, fixed by the seed",
+    )
     oracle_edits: Literal["lines", "functions"] = Field(
         "lines",
         description="how the oracle's demonstrations edit: 'lines' = edit_lines on the changed lines "

@@ -13,6 +13,10 @@ line numbers are those of the file as read. The turns are:
 2. `read_file` of the whole function to change, from its `def` line (the line number the grep
    printed, which a model can copy; a few lines around the change outside any function), and
    `grep` the failing test with context, in parallel;
+
+   (on a share of tasks, `1 - tasks.oracle_parallel_share` drawn per task from the seed, steps 1
+   and 2 make their two calls in two turns each, one call a turn: demonstrations that leave a
+   policy room to discover parallel calls by itself;)
 3. one `edit_lines` per change (`write_file`/`delete_file` for whole files); with
    `tasks.oracle_edits = "functions"`, one `edit_lines` over all the lines of the function it
    read (the read's offset and its listing's last line: numbers on the screen) that writes the
@@ -37,7 +41,7 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ from overture.agent import ScriptedPolicy, ToolSet, Trajectory
 from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.episodes import run_task_episode
+from overture.tasks.fixed_draw import fixed_draw
 from overture.tasks.parallel import map_bounded
 from overture.tasks.snapshots import apply_patch, patched_files, starting_base
 from overture.tasks.source_functions import enclosing_function
@@ -172,21 +177,23 @@ def _test_parts(test_id: str) -> tuple[str, str]:
     return path, rest.split("::")[-1].split("[")[0]
 
 
-def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
-    """The oracle's assistant turns for `task` (see the module docstring)."""
+def oracle_turns(task: Task, edits: list[Edit], parallel: bool = True) -> list[OracleTurn]:
+    """The oracle's assistant turns for `task` (see the module docstring); with `parallel` False,
+    the search and the read take one call a turn."""
     name = _function_name(task, edits)
     test_file, test_function = _test_parts(task.FAIL_TO_PASS[0])
     behaviour = test_function.removeprefix("test_").replace("_", " ")
     first = edits[0]
-    turns = [
-        OracleTurn(
-            f"The report points at a failing test. I'll look for `{name}` and for code about {behaviour}.",
-            [
-                ToolCall("grep", {"pattern": rf"def {name}\b", "glob": "*.py", "output_mode": "content"}),
-                ToolCall("codebase_search", {"query": behaviour}),
-            ],
-        )
-    ]
+    look_for = ToolCall("grep", {"pattern": rf"def {name}\b", "glob": "*.py", "output_mode": "content"})
+    search = ToolCall("codebase_search", {"query": behaviour})
+    if parallel:
+        intro = f"The report points at a failing test. I'll look for `{name}` and for code about {behaviour}."
+        turns = [OracleTurn(intro, [look_for, search])]
+    else:
+        turns = [
+            OracleTurn(f"The report points at a failing test. I'll look for `{name}`.", [look_for]),
+            OracleTurn(f"Now code about {behaviour}.", [search]),
+        ]
     reads = []
     if first.old is not None:
         last = max(first.end, first.line)  # the edit's last line (its line for an insertion at 1)
@@ -202,7 +209,11 @@ def oracle_turns(task: Task, edits: list[Edit]) -> list[OracleTurn]:
         reads.append(
             ToolCall("grep", {"pattern": rf"def {test_function}\b", "path": test_file, "context": 6})
         )
-    turns.append(OracleTurn(f"Let me read `{first.path}` and the failing test.", reads))
+    if parallel or len(reads) < 2:
+        turns.append(OracleTurn(f"Let me read `{first.path}` and the failing test.", reads))
+    else:
+        turns.append(OracleTurn(f"Let me read `{first.path}`.", reads[:1]))
+        turns.append(OracleTurn("And the failing test.", reads[1:]))
     fixing = f"The code in `{first.path}` does not do what the test expects. Fixing it."
     turns.append(OracleTurn(
         fixing, [_edit_call(edit) for edit in sorted(edits, key=lambda edit: (edit.path, -edit.line))]
@@ -254,6 +265,13 @@ class OracleResult:
     why: str
     trajectory: Trajectory | None = None
     demonstration: dict[str, Any] | None = None
+    parallel: bool = True  # the search and the read each in one turn (`tasks.oracle_parallel_share`)
+
+
+def works_in_parallel(instance_id: str, seed: int, share: float) -> bool:
+    """Whether the oracle makes a step's independent calls in one turn on this task: true for a
+    `share` of tasks, drawn from the seed and the task, the same on every run."""
+    return share >= 1 or fixed_draw(f"{seed}:oracle:{instance_id}") < share
 
 
 async def solve_with_oracle(
@@ -263,12 +281,16 @@ async def solve_with_oracle(
     agent: AgentConfig,
     config: TasksConfig,
     tools: ToolSet | None = None,
+    seed: int = 0,
 ) -> OracleResult:
     """Run the oracle on one task; whether the graded result is resolved, and why not. With
     `tasks.oracle_edits = "functions"`, a run whose rewrite of the function did not solve the
-    task (a turn cut off by `agent.max_new_tokens` or the context) is run again on the changed lines."""
+    task (a turn cut off by `agent.max_new_tokens` or the context) is run again on the changed
+    lines. Whether it makes independent calls in one turn is drawn from `seed` and the task
+    (`tasks.oracle_parallel_share`)."""
     tools = tools or ToolSet.for_agent(agent)
     whole = config.oracle_edits == "functions"
+    parallel = works_in_parallel(task.instance_id, seed, config.oracle_parallel_share)
     try:
         base = await asyncio.to_thread(starting_base, task)
         edits = await asyncio.to_thread(plan_edits, task, base)
@@ -277,9 +299,9 @@ async def solve_with_oracle(
         return OracleResult(task.instance_id, False, f"cannot plan the fix: {exc}")
     if not edits:
         return OracleResult(task.instance_id, False, "the reference patch changes nothing")
-    result = await _run_oracle(task, rewrites, pool, tokenizer, agent, config, tools)
+    result = await _run_oracle(task, rewrites, pool, tokenizer, agent, config, tools, parallel)
     if not result.solved and rewrites != edits:
-        result = await _run_oracle(task, edits, pool, tokenizer, agent, config, tools)
+        result = await _run_oracle(task, edits, pool, tokenizer, agent, config, tools, parallel)
     return result
 
 
@@ -291,9 +313,10 @@ async def _run_oracle(
     agent: AgentConfig,
     config: TasksConfig,
     tools: ToolSet,
+    parallel: bool,
 ) -> OracleResult:
     """One episode of the oracle's turns for `edits`, graded."""
-    turns = oracle_turns(task, edits)
+    turns = oracle_turns(task, edits, parallel)
     missing = sorted({call.name for turn in turns for call in turn.calls} - set(tools.names))
     if missing:
         why = f"the fix calls {', '.join(missing)}, not in agent.tools"
@@ -309,7 +332,8 @@ async def _run_oracle(
         why = "an oracle call failed: " + "; ".join(failed[:2])
     else:
         why = _why_not(trajectory)
-    return OracleResult(task.instance_id, solved, why, trajectory, demonstration(trajectory, turns, tools))
+    shown = demonstration(trajectory, turns, tools)
+    return OracleResult(task.instance_id, solved, why, trajectory, shown, parallel)
 
 
 def _failed_calls(trajectory: Trajectory) -> list[str]:
@@ -341,9 +365,12 @@ async def solve_all(
     config: TasksConfig,
     jobs: int,
     progress: Callable[[OracleResult], None] | None = None,
+    seed: int = 0,
 ) -> list[OracleResult]:
     """The oracle on every task, `jobs` at a time; results in task order."""
     tools = ToolSet.for_agent(agent)
-    return await map_bounded(
-        tasks, lambda task: solve_with_oracle(task, pool, tokenizer, agent, config, tools), jobs, progress
-    )
+
+    def solve(task: Task) -> Awaitable[OracleResult]:
+        return solve_with_oracle(task, pool, tokenizer, agent, config, tools, seed)
+
+    return await map_bounded(tasks, solve, jobs, progress)

@@ -39,6 +39,7 @@ from pathlib import Path
 from overture.config import TasksConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
+from overture.tasks.fixed_draw import fixed_draw
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
 from overture.tasks.run_failure import explain_run
@@ -295,15 +296,10 @@ def assign_splits(
         task.split = "train"
         if task.repo in heldout_repos:
             task.split, task.metadata["heldout_by"] = "heldout", "repository"
-        elif _draw(f"{seed}:{task.function}") < fraction:
+        elif fixed_draw(f"{seed}:{task.function}") < fraction:
             task.split, task.metadata["heldout_by"] = "heldout", "function"
-        elif _draw(f"{seed}:task:{task.instance_id}") < task_fraction:
+        elif fixed_draw(f"{seed}:task:{task.instance_id}") < task_fraction:
             task.split, task.metadata["heldout_by"] = "heldout", "task"
-
-
-def _draw(key: str) -> float:
-    """A number in [0, 1] fixed by `key`: the same split on every machine and every run."""
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
 
 
 async def synthesize_repo(

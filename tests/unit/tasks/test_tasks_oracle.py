@@ -15,7 +15,7 @@ from overture.sandbox import SandboxPool
 from overture.supervised.demonstrations import demonstration_problem, render_demonstration
 from overture.tasks import oracle
 from overture.tasks.check import check_tasks
-from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all
+from overture.tasks.oracle import file_edits, oracle_turns, plan_edits, solve_all, works_in_parallel
 from overture.tasks.snapshots import starting_base
 from overture.tasks.source_functions import enclosing_function
 from overture.text import train_default_tokenizer
@@ -203,8 +203,8 @@ def test_a_run_with_a_failed_call_is_no_demonstration(numbers_task_set, monkeypa
     _, tasks = numbers_task_set
     planned = oracle.oracle_turns
 
-    def with_a_bad_read(task, edits):  # the fix still lands; one read asks for a missing file
-        turns = planned(task, edits)
+    def with_a_bad_read(task, edits, parallel=True):  # the fix still lands; one read asks for a missing file
+        turns = planned(task, edits, parallel)
         turns[1].calls.append(ToolCall("read_file", {"path": "no/such/file.py"}))
         return turns
 
@@ -241,3 +241,26 @@ def test_check_accepts_valid_tasks_and_names_broken_ones(numbers_task_set):
     assert any("already pass before the fix" in p for p in results["bad-1"])
     assert any("no reference fix" in p for p in results["bad-2"])
     assert any("does not apply" in p or "do not pass with the reference fix" in p for p in results["bad-3"])
+
+
+def test_without_parallel_calls_the_oracle_searches_and_reads_one_call_a_turn(numbers_task_set):
+    _, tasks = numbers_task_set
+    results = _solve(tasks[:3], config(oracle_parallel_share=0.0))
+    assert [r.why for r in results if not r.solved] == []
+    for result in results:
+        assert result.parallel is False
+        names = [[call["name"] for call in turn["calls"]] for turn in result.trajectory.turns]
+        assert names[:4] == [["grep"], ["codebase_search"], ["read_file"], ["grep"]]
+        assert all(len(calls) == 1 for calls in names)
+        shown = [m for m in result.demonstration["messages"] if m["role"] == "assistant"]
+        assert [len(m["tool_calls"]) for m in shown] == [1] * len(names)
+
+
+def test_the_parallel_share_is_drawn_per_task_and_fixed_by_the_seed():
+    ids = [f"repo-{i:04d}" for i in range(2000)]
+    drawn = [works_in_parallel(task, 0, 0.2) for task in ids]
+    assert 0.17 < sum(drawn) / len(ids) < 0.23
+    assert drawn == [works_in_parallel(task, 0, 0.2) for task in ids]  # the same on every run
+    assert drawn != [works_in_parallel(task, 1, 0.2) for task in ids]  # another seed, other tasks
+    assert all(works_in_parallel(task, 0, 1.0) for task in ids)
+    assert not any(works_in_parallel(task, 0, 0.0) for task in ids)

@@ -422,6 +422,7 @@ class MainJob:
                     "best",
                     "demonstrations",
                     "oracle_failed",
+                    "parallel_demonstrations",
                     "call_accuracy",
                     "copying",
                 )

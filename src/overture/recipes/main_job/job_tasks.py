@@ -138,7 +138,9 @@ async def write_oracle_demonstrations(
 ) -> dict[str, int]:
     """Solve `tasks` with the oracle and write the solved episodes to `out` as demonstrations."""
     async with SandboxPool(config.sandbox) as pool:
-        results = await solve_all(tasks, pool, tokenizer, config.agent, config.tasks, jobs())
+        results = await solve_all(
+            tasks, pool, tokenizer, config.agent, config.tasks, jobs(), seed=config.seed
+        )
     demonstrations = [r.demonstration for r in results if r.solved and r.demonstration]
     failed = [r for r in results if not r.solved]
     if len(demonstrations) < MIN_DEMONSTRATIONS:
@@ -149,5 +151,13 @@ async def write_oracle_demonstrations(
             f"that holds its edits): {reasons}"
         )
     write_jsonl(out, demonstrations)
-    echo(f"demonstrations: the oracle solved {len(demonstrations)} of {len(tasks)} train tasks -> {out}")
-    return {"demonstrations": len(demonstrations), "oracle_failed": len(failed)}
+    parallel = sum(r.parallel for r in results if r.solved and r.demonstration)
+    echo(
+        f"demonstrations: the oracle solved {len(demonstrations)} of {len(tasks)} train tasks, "
+        f"{parallel} of them with parallel calls -> {out}"
+    )
+    return {
+        "demonstrations": len(demonstrations),
+        "oracle_failed": len(failed),
+        "parallel_demonstrations": parallel,
+    }
