@@ -402,6 +402,8 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     assert load_config(run / "config.toml") == config
     records = read_metrics(run)
     assert [r["step"] for r in records if r["phase"] == "rl"] == [1, 2]
+    for step in (r for r in records if r["phase"] == "rl"):  # each step's reward by term, and behaviour
+        assert {"batch_reward_score", "batch_reward_turn_cost", "batch_parallel_turn_share"} <= set(step)
     evals = [r for r in records if r["phase"] == "eval"]
     assert [(r["when"], r["version"]) for r in evals] == [("before", 0), ("after", 2)]
     assert evals[0]["pass@1"] == summary["pass@1_before"] and evals[1]["pass@1"] == summary["pass@1_after"]

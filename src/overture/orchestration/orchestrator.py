@@ -176,7 +176,9 @@ class StepReport:
     `groups_left_out_resolved` those of them whose every episode resolved its task (the rest
     failed every time): which kind of task the sampling spent itself on.
     `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
-    which is the policy's reward on what it sampled. `task_queue` is the train-task queue's
+    which is the policy's reward on what it sampled. `episode_means` are the batch's means of each
+    reward term (`REWARD_TERMS`: the score and the costs subtracted from it) and of the behaviour
+    RL should move (`EPISODE_MEASURES`). `task_queue` is the train-task queue's
     state after the step (`TaskQueue.state`), for checkpoints; `to_dict` leaves it out.
     `staleness` maps trainer version minus a trajectory's oldest token version to the number of
     admitted trajectories with that lag.
@@ -202,6 +204,7 @@ class StepReport:
     groups_left_out: int = 0
     groups_left_out_resolved: int = 0
     sampled_reward_mean: float = 0.0
+    episode_means: dict[str, float] = field(default_factory=dict)
     train_metrics: dict[str, float] = field(default_factory=dict)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
     task_queue: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -217,6 +220,29 @@ class StepReport:
         data = {k: v for k, v in self.__dict__.items() if k not in ("trajectories", "task_queue")}
         data["staleness"] = {str(lag): count for lag, count in sorted(self.staleness.items())}
         return data
+
+
+# The terms of an episode's reward (`overture.tasks.grading.reward`): the task's score, and the
+# costs subtracted from it (negative).
+REWARD_TERMS = ("score", "turn_cost", "invalid_call_cost")
+# What an episode did (`overture.agent.metrics`) that RL should move: calls at once, turns, looking
+# before editing, generated tokens.
+EPISODE_MEASURES = (
+    "parallel_turn_share", "tool_calls_per_turn", "turns", "reads_before_first_edit", "policy_tokens",
+)  # fmt: skip
+
+
+def episode_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """The mean of each reward term and episode measure over `trajectories` (`reward_*`, then the
+    measures by name); an episode that was not graded counts 0 for every term."""
+    count = max(1, len(trajectories))
+    means = {
+        f"reward_{term}": sum(float(t.reward_info.get(term, 0.0)) for t in trajectories) / count
+        for term in REWARD_TERMS
+    }
+    for name in EPISODE_MEASURES:
+        means[name] = sum(float(t.metrics.get(name, 0.0)) for t in trajectories) / count
+    return means
 
 
 def check_config(rl: RLConfig, tasks: Sequence[Task]) -> None:
@@ -478,6 +504,7 @@ class Orchestrator:
             groups_left_out=len(left_out) // self.rl.group_size,
             groups_left_out_resolved=left_out_resolved,
             sampled_reward_mean=sum(sampled) / len(sampled),
+            episode_means=episode_means(trajectories),
             multi_version_trajectories=sum(len(set(vs)) > 1 for vs in versions),
             generation_idle_s=round(counts["idle_s"], 6),
             training_s=round(training_s, 6),

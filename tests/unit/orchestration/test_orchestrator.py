@@ -31,6 +31,7 @@ def assert_whole_groups(reports: list[StepReport], group_size: int, batch_groups
 
 def test_sync_mode_trains_on_fresh_rollouts_only(tiny_policy, numbers_tasks):
     config = run_config(staleness=0, overprovision=1.0)
+    config.tasks = config.tasks.model_copy(update={"turn_cost": 0.01})  # a reward of two terms
     # The orchestrator deals the tasks it is given, whatever their split (RL's practice tasks are held out).
     tasks = [dataclasses.replace(task, split="heldout") for task in numbers_tasks]
     reports, engine_version = run_orchestrator(tiny_policy, tasks, config, steps=2)
@@ -45,6 +46,14 @@ def test_sync_mode_trains_on_fresh_rollouts_only(tiny_policy, numbers_tasks):
         assert report.episodes_aborted == report.episodes_resumed == report.groups_dropped_stale == 0
         assert report.tokens_generated == sum(len(policy_versions(t)) for t in report.trajectories) > 0
         assert report.to_dict()["staleness"] == {"0": 4} and "trajectories" not in report.to_dict()
+        # The batch's reward, term by term, and what its episodes did.
+        means, episodes = report.episode_means, report.trajectories
+        terms = means["reward_score"] + means["reward_turn_cost"] + means["reward_invalid_call_cost"]
+        assert terms == pytest.approx(report.reward_mean) and means["reward_turn_cost"] < 0
+        assert means["turns"] == pytest.approx(sum(t.metrics["turns"] for t in episodes) / len(episodes))
+        assert set(means) == {"reward_score", "reward_turn_cost", "reward_invalid_call_cost",
+                              "parallel_turn_share", "tool_calls_per_turn", "turns",
+                              "reads_before_first_edit", "policy_tokens"}  # fmt: skip
     assert_whole_groups(reports, 2, 2)
 
 

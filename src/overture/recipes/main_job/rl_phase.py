@@ -181,6 +181,7 @@ class RLPhase:
         record = report.to_dict()
         del record["step"]
         record.update({f"train_{k}": v for k, v in record.pop("train_metrics").items()})
+        record.update({f"batch_{k}": v for k, v in record.pop("episode_means").items()})
         record["tokens_per_s"] = report.tokens_per_s
         self.run_dir.log(number, phase="rl", **record)
         name = f"rl-step-{number:06d}.jsonl"
