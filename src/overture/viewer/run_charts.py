@@ -22,7 +22,9 @@ TRAIN, HELDOUT, SECOND = "#2563eb", "#ea580c", "#16a34a"
 BEHAVIOUR_CHARTS = (
     ("tool_calls_per_turn", "Tool calls per turn", False),
     ("parallel_turn_share", "Turns with parallel calls", True),
+    ("turns", "Turns per episode", False),
     ("reads_before_first_edit", "Reads and searches before the first edit", False),
+    ("policy_tokens", "Generated tokens per episode", False),
     ("invalid_call_rate", "Invalid call rate", True),
 )
 

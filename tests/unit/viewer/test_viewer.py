@@ -143,7 +143,8 @@ def test_charts_show_the_run_metrics(viewer_run_dir):
             lags[lag] = lags.get(lag, 0) + count
     for lag, count in lags.items():
         assert f"<title>{lag}: {count}</title>" in html
-    for title in ("Held-out pass@1", "Off-policy tokens", "Tool calls per turn", "Invalid call rate"):
+    titles = ("Held-out pass@1", "Off-policy tokens", "Tool calls per turn", "Invalid call rate")
+    for title in (*titles, "Turns per episode", "Generated tokens per episode"):
         assert title in html
 
 
