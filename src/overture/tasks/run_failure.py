@@ -1,8 +1,8 @@
 """Why a test run gave no outcomes to use, in words a user can act on.
 
 A run of a repository's tests that fails as a whole — the clean run of synthesis, `tasks check`
-before or after the fix, a graded run — is explained by `explain_run`, which names the cause when
-the output or the exit says it:
+before or after the fix — is explained by `explain_run`, which names the cause when the output or
+the exit says it:
 
 - a module the sandbox's Python cannot import (`ModuleNotFoundError`), by name: the repository
   needs an environment that has it;
@@ -57,14 +57,12 @@ def missing_modules(text: str) -> list[str]:
     return list(dict.fromkeys(MISSING_MODULE.findall(text)))
 
 
-def explain_run(
-    result: ExecResult, timeout: float, limits: SandboxConfig, timeout_setting: str = "tasks.test_timeout_s"
-) -> str:
-    """Why the test run `result` (run under `timeout` seconds, in sandboxes of `limits`) produced
-    no usable outcomes; the first cause that its exit or its output shows."""
+def explain_run(result: ExecResult, timeout: float, limits: SandboxConfig) -> str:
+    """Why the test run `result` (run under `timeout` seconds, `tasks.test_timeout_s`, in
+    sandboxes of `limits`) produced no usable outcomes; the first cause its exit or output shows."""
     output = f"{result.stdout}\n{result.stderr}"
     if result.timed_out:
-        return f"the tests ran past the time limit ({timeout_setting} = {timeout:g}s)"
+        return f"the tests ran past the time limit (tasks.test_timeout_s = {timeout:g}s)"
     if result.exit_code == SIGKILL_EXIT:
         return _killed(result, limits)
     if modules := missing_modules(output):
