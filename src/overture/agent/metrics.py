@@ -16,6 +16,12 @@ from overture.agent.tools import ALL_TOOLS, INVALID_PYTHON_REFUSAL
 # From each tool's declared kind, so a new tool is counted as what it is.
 READ_TOOLS = frozenset(tool.name for tool in ALL_TOOLS if tool.kind == "read")
 EDIT_TOOLS = frozenset(tool.name for tool in ALL_TOOLS if tool.kind == "edit")
+# The behaviour RL should move, watched over training and compared before and after it: calls at
+# once (parallel turns, calls per turn), how long an episode takes (turns, generated tokens), how
+# much it looks before it edits.
+RL_BEHAVIOUR = (
+    "parallel_turn_share", "tool_calls_per_turn", "turns", "reads_before_first_edit", "policy_tokens",
+)  # fmt: skip
 
 
 def behaviour_metrics(

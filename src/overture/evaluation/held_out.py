@@ -17,6 +17,7 @@ from statistics import stdev
 from typing import Any
 
 from overture.agent import Policy, ToolSet, Trajectory
+from overture.agent.metrics import RL_BEHAVIOUR
 from overture.config import AgentConfig, SandboxConfig, TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks import Task, run_task_episode
@@ -72,13 +73,9 @@ MEAN_METRICS = (
 # Then the shares of episodes that read the lines the reference fix changes and that edited its
 # files (`overture.tasks.localization`): where an agent that does not solve a task stops.
 EVAL_METRICS = (*MEAN_METRICS, *LOCALIZATION_METRICS)
-# What RL should move, compared task by task between two evaluations (`paired_changes`): how much
-# an episode does at once (parallel turns, calls per turn), how long it takes (turns, turns of a
-# resolved episode, generated tokens), how much it looks before it edits, and pass@k.
-PAIRED_MEASURES = (
-    "parallel_turn_share", "tool_calls_per_turn", "turns", "turns_resolved", "reads_before_first_edit",
-    "policy_tokens",
-)  # fmt: skip
+# Compared task by task between two evaluations (`paired_changes`), with pass@k: the behaviour RL
+# should move, and the turns of the episodes that resolved their task.
+PAIRED_MEASURES = (*RL_BEHAVIOUR, "turns_resolved")
 
 
 def summarize(

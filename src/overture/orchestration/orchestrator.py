@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from overture.agent import Policy, ToolSet, Trajectory
+from overture.agent.metrics import RL_BEHAVIOUR
 from overture.config import RLConfig, RunConfig
 from overture.orchestration.engine_policy import EnginePolicy
 from overture.orchestration.rollout_groups import (
@@ -178,7 +179,7 @@ class StepReport:
     `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
     which is the policy's reward on what it sampled. `episode_means` are the batch's means of each
     reward term (`REWARD_TERMS`: the score and the costs subtracted from it) and of the behaviour
-    RL should move (`EPISODE_MEASURES`). `task_queue` is the train-task queue's
+    RL should move (`overture.agent.metrics.RL_BEHAVIOUR`). `task_queue` is the train-task queue's
     state after the step (`TaskQueue.state`), for checkpoints; `to_dict` leaves it out.
     `staleness` maps trainer version minus a trajectory's oldest token version to the number of
     admitted trajectories with that lag.
@@ -225,11 +226,6 @@ class StepReport:
 # The terms of an episode's reward (`overture.tasks.grading.reward`): the task's score, and the
 # costs subtracted from it (negative).
 REWARD_TERMS = ("score", "turn_cost", "invalid_call_cost")
-# What an episode did (`overture.agent.metrics`) that RL should move: calls at once, turns, looking
-# before editing, generated tokens.
-EPISODE_MEASURES = (
-    "parallel_turn_share", "tool_calls_per_turn", "turns", "reads_before_first_edit", "policy_tokens",
-)  # fmt: skip
 
 
 def episode_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -240,7 +236,7 @@ def episode_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         f"reward_{term}": sum(float(t.reward_info.get(term, 0.0)) for t in trajectories) / count
         for term in REWARD_TERMS
     }
-    for name in EPISODE_MEASURES:
+    for name in RL_BEHAVIOUR:
         means[name] = sum(float(t.metrics.get(name, 0.0)) for t in trajectories) / count
     return means
 
