@@ -45,8 +45,10 @@ def _named(tests: list[str]) -> str:
     return shown + (f" and {len(tests) - MAX_NAMED} more" if len(tests) > MAX_NAMED else "")
 
 
-def _run_problem(run: PytestRun, when: str, timeout: float, limits: SandboxConfig) -> str:
-    """Why the run as a whole failed (it timed out, or reported no test at all), or ""."""
+def _whole_run_problem(run: PytestRun, when: str, timeout: float, limits: SandboxConfig) -> str:
+    """Why the run failed as a whole — it timed out, or reported no test at all — or "". (A bug
+    that stops a test file from being collected is a way for its tests to fail: a run without
+    outcomes is a problem only where tests should have passed.)"""
     if run.result.timed_out or not run.outcomes:
         return f"{when}: {explain_run(run.result, timeout, limits)}"
     return ""
@@ -67,22 +69,24 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
             timeout, limits = config.test_timeout_s, pool.config
             before = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
             _, early, _, broken = decide(task, before.outcomes)
-            if trouble := _run_problem(before, "before the fix", timeout, limits):
-                problems.append(trouble)  # the cause, not every test it failed
+            whole = _whole_run_problem(before, "before the fix", timeout, limits)
+            if before.result.timed_out:
+                problems.append(whole)
             else:
                 if early:
                     problems.append(f"FAIL_TO_PASS already pass before the fix: {_named(early)}")
-                if broken:
-                    problems.append(f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
+                if broken:  # the cause when the run reported nothing, not every test it failed
+                    problems.append(whole or f"PASS_TO_PASS do not pass before the fix: {_named(broken)}")
             if task.patch.strip():
                 if trouble := await patch_workspace(box, task.patch):
                     problems.append(f"the reference fix does not apply: {trouble}")
                 else:
                     after = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
-                    if trouble := _run_problem(after, "with the fix", timeout, limits):
-                        problems.append(trouble)
-                    elif failing := [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]:
-                        problems.append(f"tests do not pass with the reference fix: {_named(failing)}")
+                    whole = _whole_run_problem(after, "with the fix", timeout, limits)
+                    failing = [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]
+                    if failing or after.result.timed_out:
+                        listed = f"tests do not pass with the reference fix: {_named(failing)}"
+                        problems.append(whole or listed)
     except (TaskError, SandboxError, OSError) as exc:
         problems.append(f"{exc.__class__.__name__}: {exc}")
     result.seconds = round(time.monotonic() - started, 3)

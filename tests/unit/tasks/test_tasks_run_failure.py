@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
 
 import pytest
 
@@ -12,7 +13,7 @@ from overture.config import RunConfig, SandboxConfig
 from overture.sandbox import ExecResult, SandboxPool
 from overture.tasks.check import check_tasks
 from overture.tasks.run_failure import explain_run, missing_modules, output_tail
-from overture.tasks.snapshots import store_snapshot
+from overture.tasks.snapshots import starting_base, store_snapshot
 from overture.tasks.synthesis import SynthesisError, run_baseline
 
 LIMITS = SandboxConfig(cpu_seconds=45, memory_mb=1500, max_file_mb=32)
@@ -103,3 +104,23 @@ def test_check_names_the_environment_error_instead_of_every_failing_test(numbers
     assert len(checked.problems) == 2, checked.problems  # before the fix and with it, nothing else
     assert all("cannot import not_installed_anywhere" in problem for problem in checked.problems)
     assert not any("PASS_TO_PASS" in problem for problem in checked.problems)
+
+
+def test_a_bug_that_stops_collection_before_the_fix_is_a_valid_task(numbers_tasks):
+    """Failing at import is one way for FAIL_TO_PASS to fail: `check` takes the run without
+    outcomes as a problem only where tests should pass."""
+    task = next(t for t in numbers_tasks if all("[" not in test for test in t.FAIL_TO_PASS))
+    path, _, function = task.FAIL_TO_PASS[0].partition("::")
+    before = (starting_base(task) / path).read_text()
+    after = before + f"\n{function}()  # at import: the module fails to collect while the bug is there\n"
+    diff = "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    ))  # fmt: skip
+    collecting = dataclasses.replace(task, test_patch=diff, PASS_TO_PASS=[])
+
+    async def main():
+        async with SandboxPool(RunConfig().sandbox) as pool:
+            return await check_tasks([collecting], pool, RunConfig().tasks, jobs=1)
+
+    (checked,) = asyncio.run(main())
+    assert checked.problems == []
