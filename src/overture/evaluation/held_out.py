@@ -142,9 +142,7 @@ def paired_changes(
 ) -> dict[str, dict[str, float]]:
     """`paired_change` of every measure two evaluations' `EvalReport.by_task` share (pass@k and
     `PAIRED_MEASURES`). Every task must be in both: pairing two different task sets means nothing."""
-    if before.keys() != after.keys():
-        only_one = len(before.keys() ^ after.keys())
-        raise ValueError(f"paired changes: the evaluations differ in their tasks ({only_one} in one only)")
+    _require_same_tasks(before, after, "paired changes")
     names = sorted({name for measures in before.values() for name in measures})
     names = [name for name in names if any(name in measures for measures in after.values())]
     return {
@@ -163,15 +161,20 @@ def pass1_change(
     `samples` of each), and its standard error paired by task (`paired_change`). Pairing takes
     out how hard each task is, which two independent pass@1s would count as noise; what is left
     is the sampling of episodes."""
-    if before.keys() != after.keys():
-        only_one = len(before.keys() ^ after.keys())
-        raise ValueError(f"pass@1 change: the evaluations differ in their tasks ({only_one} in one only)")
+    _require_same_tasks(before, after, "pass@1 change")
     rates = (
         {task: count / before_samples for task, count in before.items()},
         {task: count / after_samples for task, count in after.items()},
     )
     paired = paired_change(*rates)
     return paired["change"], paired["standard_error"]
+
+
+def _require_same_tasks(before: Mapping[str, Any], after: Mapping[str, Any], what: str) -> None:
+    """Pairing two different task sets means nothing: a clear error naming how many differ."""
+    if before.keys() != after.keys():
+        only_one = len(before.keys() ^ after.keys())
+        raise ValueError(f"{what}: the evaluations differ in their tasks ({only_one} in one only)")
 
 
 def _mean(values: list[float]) -> float:
