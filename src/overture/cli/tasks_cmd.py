@@ -1,11 +1,12 @@
-"""`overture tasks`: synthesize task sets from repositories, re-validate them, solve them with the
-oracle, grade predicted patches.
+"""`overture tasks`: build a repository's environment, synthesize task sets from repositories,
+re-validate them, solve them with the oracle, grade predicted patches.
 
 Each command prints JSON on stdout (progress goes to stderr), so scripts can read the result:
-`synth` what it produced, `check` the bad tasks (exit status 1 when there are any), `solve
---oracle` what was solved and why the rest was not, `grade` one report per prediction in the
-predictions file's order, each printed once every earlier one is, then a summary as the last
-line (exit status 1 when an entry of the predictions file was malformed).
+`env` the environment's record and where it lies, `synth` what it produced, `check` the bad
+tasks (exit status 1 when there are any), `solve --oracle` what was solved and why the rest was
+not, `grade` one report per prediction in the predictions file's order, each printed once every
+earlier one is, then a summary as the last line (exit status 1 when an entry of the predictions
+file was malformed).
 """
 
 from __future__ import annotations
@@ -31,6 +32,34 @@ ConfigOption = Annotated[
     Path | None, typer.Option(help="TOML run configuration (tasks, sandbox and agent sections)")
 ]
 Jobs = Annotated[int | None, typer.Option(help="sandboxes working at once (default: CPU count)")]
+WithPackages = Annotated[
+    list[str] | None,
+    typer.Option("--with", help="a package its environment also gets, as pip names it (repeatable)"),
+]
+Extras = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extra", help="an extra of the repository to install (repeatable; default: test, tests, testing)"
+    ),
+]
+
+
+def _request(with_: list[str] | None, extra: list[str] | None):
+    from overture.tasks.environment import EnvironmentRequest
+
+    if extra is None:
+        return EnvironmentRequest(tuple(with_ or ()))
+    return EnvironmentRequest(tuple(with_ or ()), tuple(extra))
+
+
+def _prepare_environments(tasks) -> None:
+    """Build (or find) the environments `tasks` name before their sandboxes start."""
+    from overture.tasks.environment import prepare_environments
+
+    if any(task.environment for task in tasks):
+        with console.status("preparing the tasks' environments"):
+            count = prepare_environments(tasks)
+        console.print(f"{count} environment(s) ready")
 
 
 def _progress() -> Progress:
@@ -65,6 +94,42 @@ def _jobs(jobs: int | None) -> int:
     return jobs or os.cpu_count() or 1
 
 
+@tasks_app.command("env")
+@reports_errors
+def env_command(
+    task_file: Annotated[
+        Path | None, typer.Argument(help="task file whose environments to build (from their records)")
+    ] = None,
+    repo: Annotated[Path | None, typer.Option(help="repository to build an environment for")] = None,
+    with_: WithPackages = None,
+    extra: Extras = None,
+) -> None:
+    """Build the Python environment a repository's tests run in — the repository's dependencies, its
+    test extras and requirements files, pytest and its plugins, in a virtualenv cached by content
+    (OVERTURE_ENVS, else ~/.cache/overture/envs) — or those a task set records, on a new machine."""
+    import time
+
+    from overture.tasks.environment import resolve_environment
+    from overture.tasks.spec import read_tasks
+
+    if (task_file is None) == (repo is None):
+        raise typer.BadParameter("give a task file or --repo DIR (one of them)")
+    started = time.monotonic()
+    if repo is not None:
+        if not repo.is_dir():
+            raise typer.BadParameter(f"{repo}: not a directory", param_hint="--repo")
+        request = _request(with_, extra)
+        with console.status(f"building the environment of {repo}"):
+            record, prefix = resolve_environment(repo, request.packages, request.extras)
+        shown = {"repo": str(repo), "environment": str(prefix), "record": record.to_dict()}
+        typer.echo(json.dumps({**shown, "seconds": round(time.monotonic() - started, 2)}))
+        return
+    tasks = read_tasks(task_file)
+    _prepare_environments(tasks)
+    environments = sorted({task.environment for task in tasks if task.environment})
+    typer.echo(json.dumps({"environments": environments, "seconds": round(time.monotonic() - started, 2)}))
+
+
 @tasks_app.command("synth")
 @reports_errors
 def synth(
@@ -76,13 +141,24 @@ def synth(
     bundled: Annotated[bool, typer.Option(help="also use every repository bundled with overture")] = False,
     seed: Annotated[int, typer.Option(help="seed of candidate order, test samples and splits")] = 0,
     test_cmd: Annotated[
-        str, typer.Option(help="command that runs the repository's tests")
+        str, typer.Option(help="command that runs the repository's tests, with any pytest options it needs")
     ] = "python -m pytest",  # = tasks.spec.DEFAULT_TEST_CMD; overture.tasks loads only when needed
+    env: Annotated[
+        bool,
+        typer.Option(
+            "--env/--no-env",
+            help="run each repository's tests in an environment built for it (see `tasks env`); "
+            "--no-env runs them on overture's own Python, as the bundled repositories need",
+        ),
+    ] = True,
+    with_: WithPackages = None,
+    extra: Extras = None,
     jobs: Jobs = None,
     config: ConfigOption = None,
     set_: Overrides = None,
 ) -> None:
-    """Synthesize bugs in Python repositories, keep those a test notices, and write them as tasks."""
+    """Synthesize bugs in Python repositories, keep those a test notices, and write them as tasks
+    (with each repository's environment recorded beside them: check, solve and grade need no flag)."""
     from overture.tasks.task_sets import build_task_set, bundled_repos, summary
 
     if n < 1:
@@ -105,7 +181,8 @@ def synth(
 
         tasks, stats = asyncio.run(
             build_task_set(
-                repos, out, n, run_config.sandbox, run_config.tasks, seed, test_cmd, _jobs(jobs), show
+                repos, out, n, run_config.sandbox, run_config.tasks, seed, test_cmd, _jobs(jobs), show,
+                _request(with_, extra) if env else None,
             )
         )
     typer.echo(json.dumps({"out": str(out), **summary(tasks, stats)}))
@@ -122,6 +199,7 @@ def check(
 
     tasks = read_tasks(task_file)
     run_config = load_config(config, set_ or [])
+    _prepare_environments(tasks)
     results = _run_on_tasks(
         run_config.sandbox, "checking", len(tasks), "bad", lambda result: not result.ok,
         lambda pool, show: check_tasks(tasks, pool, run_config.tasks, _jobs(jobs), show),
@@ -163,6 +241,7 @@ def solve(
     tokenizer = train_default_tokenizer(settings.vocab_size, settings.corpus)
 
     agent, rules, seed = run_config.agent, run_config.tasks, run_config.seed
+    _prepare_environments(tasks)
     results = _run_on_tasks(
         run_config.sandbox, "solving", len(tasks), "solved", lambda result: result.solved,
         lambda pool, show: solve_all(tasks, pool, tokenizer, agent, rules, _jobs(jobs), show, seed),
@@ -202,6 +281,7 @@ def grade_predictions_command(
     )
     run_config = load_config(config, set_ or [])
     reports = []
+    _prepare_environments([task for task in tasks if task.instance_id in {p.instance_id for p in accepted}])
     if accepted:
         print_in_order = predictions.in_input_order(lambda report: typer.echo(json.dumps(report.to_dict())))
 

@@ -38,8 +38,8 @@ from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import Sandbox, SandboxError, SandboxPool
 from overture.tasks.episodes import grade_episode
-from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task
+from overture.tasks.task_sandbox import task_sandbox
 from overture.text import Tokenizer
 
 SANDBOX_DIED = "sandbox died"
@@ -167,11 +167,10 @@ class EpisodeSlot:
     async def run(self) -> Trajectory:
         """Play the episode (retried once if its sandbox dies or fails to start) and grade it."""
         env = self.env
-        base = await asyncio.to_thread(starting_base, self.task)
         for attempt in (1, 2):
             started = False
             try:
-                async with env.pool.sandbox(base) as box:
+                async with task_sandbox(env.pool, self.task) as box:
                     started = True
                     trajectory = await self._play(box)
                     self._episode = None

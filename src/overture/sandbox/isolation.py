@@ -33,11 +33,11 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from overture.sandbox.errors import SandboxUnavailable
 from overture.sandbox.files import WORKSPACE_MOUNT
+from overture.sandbox.python_env import PythonEnvironment
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -111,18 +111,11 @@ def owner_death_guard(setpriv: str, unshare: str, owner_pid: int) -> list[str]:
     ]  # fmt: skip
 
 
-def python_dirs() -> list[str]:
-    """The running interpreter's prefixes, so commands can run the same Python and its packages."""
-    return sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)})
-
-
-def sandbox_env(python_env: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The whole environment of a sandboxed command (nothing is inherited from the host)."""
-    path = "/usr/local/bin:/usr/bin:/bin"
-    if python_env:
-        path = f"{os.path.realpath(sys.prefix)}/bin:{path}"
+def sandbox_env(python: PythonEnvironment | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command (nothing is inherited from the host);
+    `python`, when given, is the Python its commands find first (`PythonEnvironment`)."""
     env = {
-        "PATH": path,
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
@@ -132,10 +125,10 @@ def sandbox_env(python_env: bool, extra: dict[str, str] | None = None) -> dict[s
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    if python_env:
-        # The Python lent is this program's, and the pytest plugins installed beside it are its
-        # dependencies' (anyio's), not the workspace's: a test run loads none by itself, as
-        # grading's do (`overture.tasks.pytest_report`), and starts 0.18 s sooner for it.
+    if python is not None:
+        variables = python.variables()
+        env.update(variables, PATH=f"{variables['PATH']}:{env['PATH']}")
+    else:  # a Python of the host's own choosing (`extra_ro_paths`): no plugin loads unasked
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env.update(extra or {})
     return env

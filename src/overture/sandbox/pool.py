@@ -1,10 +1,12 @@
 """The sandbox pool: a bound on live sandboxes, FIFO admission for bursts, pre-warmed spares.
 
 `async with pool.sandbox(base) as sb:` waits its turn (first come, first served) while
-`max_live` sandboxes are alive, starts one (or takes a pre-warmed spare of the same base whose
-namespace is still alive; a dead one is discarded and replaced), and closes it on exit, killing
-whatever is left. Closing the pool closes every sandbox and fails the waiters. Counters: started,
-failed, released, replaced, queue wait and start latency percentiles.
+`max_live` sandboxes are alive, starts one (or takes a pre-warmed spare of the same base and
+Python whose namespace is still alive; a dead one is discarded and replaced), and closes it on
+exit, killing whatever is left. Commands run overture's own Python (`sandbox.python_env`) unless
+the request names another (`python=`, e.g. the environment built for a task's repository).
+Closing the pool closes every sandbox and fails the waiters. Counters: started, failed,
+released, replaced, queue wait and start latency percentiles.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from pathlib import Path
 from overture.config import SandboxConfig
 from overture.sandbox.base_copies import OwnedBaseCopies
 from overture.sandbox.errors import PoolClosed, PoolFull, SandboxError
-from overture.sandbox.isolation import etc_files, host_ids, python_dirs, require_tools
+from overture.sandbox.isolation import etc_files, host_ids, require_tools
 from overture.sandbox.limits import CgroupLimits, Limits, orphaned, remove_cgroups
+from overture.sandbox.python_env import PythonEnvironment
 from overture.sandbox.sandbox import Sandbox
 from overture.sandbox.tree import remove_tree
 from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_base
@@ -32,6 +35,7 @@ from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace, check_ba
 log = logging.getLogger(__name__)
 
 
+SandboxKind = tuple[Path, PythonEnvironment | None]  # what spares of one kind share: base and Python
 STATE_PREFIX = "overture-sandboxes-"  # + the owner's pid + "-" + a random suffix
 
 
@@ -80,11 +84,11 @@ class SandboxPool:
         self._etc = etc_files(self._state)
         owned = self._ids is not None  # as root: lower layers the sandbox's user owns
         self._base_copies = OwnedBaseCopies(self._state / "bases", self._ids) if owned else None
-        self._read_only = [*(python_dirs() if self.config.python_env else []), *self.config.extra_ro_paths]
+        self._python = PythonEnvironment.running() if self.config.python_env else None
         self._cgroups = CgroupLimits() if self.config.isolation != "none" else None
         self._limits = Limits.from_config(self.config, shared_user=self._ids is not None)
         self._live: set[Sandbox] = set()
-        self._spares: dict[Path, list[Sandbox]] = collections.defaultdict(list)
+        self._spares: dict[SandboxKind, list[Sandbox]] = collections.defaultdict(list)
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._slots = self.config.max_live
         self._closed = False
@@ -125,16 +129,18 @@ class SandboxPool:
 
     # ----------------------------------------------------------------- sandboxes
 
-    async def _start(self, base: Path) -> Sandbox:
+    async def _start(self, kind: SandboxKind) -> Sandbox:
+        base, python = kind
         name = uuid.uuid4().hex[:12]
         state = self._state / name
+        read_only = [*(python.paths if python else []), *self.config.extra_ro_paths]
         if self.config.isolation == "none":
-            workspace: OverlayWorkspace | CopyWorkspace = CopyWorkspace(base, state, self._read_only)
+            workspace: OverlayWorkspace | CopyWorkspace = CopyWorkspace(base, state, read_only)
         else:
             lower = await self._base_copies.lower_for(base) if self._base_copies else base
             workspace = OverlayWorkspace(
                 base, state, self._tools["unshare"], self._tools["nsenter"], self.config.workspace_bytes,
-                ids=self._ids, lower=lower, read_only=self._read_only,
+                ids=self._ids, lower=lower, read_only=read_only,
             )  # fmt: skip
         cgroups = self._cgroups.create(name, self._limits) if self._cgroups else []
         try:
@@ -145,54 +151,57 @@ class SandboxPool:
             await asyncio.to_thread(remove_cgroups, cgroups)
             raise
         self.counters["started"] += 1
-        return Sandbox(workspace, self.config, self._tools, self._etc, cgroups, self._ids)
+        return Sandbox(workspace, self.config, self._tools, self._etc, cgroups, self._ids, python)
 
-    async def _take(self, base: Path) -> Sandbox:
-        spares = self._spares.get(base, [])
+    async def _take(self, kind: SandboxKind) -> Sandbox:
+        spares = self._spares.get(kind, [])
         while spares:
             spare = spares.pop()
             if spare.alive:
                 return spare
             self.counters["replaced"] += 1
             await spare.close()
-        return await self._start(base)
+        return await self._start(kind)
 
-    def _warm(self, base: Path) -> None:
-        warming = sum(1 for task in self._warming if task.get_name() == str(base))
-        missing = self.config.prewarm - len(self._spares[base]) - warming
+    def _warm(self, kind: SandboxKind) -> None:
+        warming = sum(1 for task in self._warming if task.get_name() == str(kind))
+        missing = self.config.prewarm - len(self._spares[kind]) - warming
         for _ in range(max(0, missing)):
-            task = asyncio.create_task(self._add_spare(base), name=str(base))
+            task = asyncio.create_task(self._add_spare(kind), name=str(kind))
             self._warming.add(task)
             task.add_done_callback(self._warming.discard)
 
-    async def _add_spare(self, base: Path) -> None:
+    async def _add_spare(self, kind: SandboxKind) -> None:
         try:
-            spare = await self._start(base)
+            spare = await self._start(kind)
         except SandboxError as exc:
-            log.warning("pre-warming a sandbox of %s failed: %s", base, exc)
+            log.warning("pre-warming a sandbox of %s failed: %s", kind[0], exc)
             return
         if self._closed:
             await spare.close()
         else:
-            self._spares[base].append(spare)
+            self._spares[kind].append(spare)
 
     @contextlib.asynccontextmanager
-    async def sandbox(self, base_dir: str | Path) -> AsyncIterator[Sandbox]:
-        """A sandbox over `base_dir` for the duration of the block; closed (and cleaned) after."""
-        base = check_base(Path(base_dir))
+    async def sandbox(
+        self, base_dir: str | Path, python: PythonEnvironment | None = None
+    ) -> AsyncIterator[Sandbox]:
+        """A sandbox over `base_dir` for the duration of the block; closed (and cleaned) after.
+        Its commands run `python` when given, else the pool's (overture's own, or none)."""
+        kind = (check_base(Path(base_dir)), python or self._python)
         queued = time.monotonic()
         await self._acquire_slot()
         self.queue_waits.append(time.monotonic() - queued)
         try:
             started = time.monotonic()
-            box = await self._take(base)
+            box = await self._take(kind)
             self.start_latencies.append(time.monotonic() - started)
         except BaseException:
             self._release_slot()
             raise
         self._live.add(box)
         if self.config.prewarm:
-            self._warm(base)
+            self._warm(kind)
         try:
             yield box
         finally:

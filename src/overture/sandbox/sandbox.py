@@ -25,6 +25,7 @@ from overture.sandbox.files import WORKSPACE_MOUNT, ConfinedFiles, inside_worksp
 from overture.sandbox.isolation import bwrap_args, drop_privileges, owner_death_guard, sandbox_env
 from overture.sandbox.limits import Limits, confining_argv, remove_cgroups
 from overture.sandbox.output import CappedOutput
+from overture.sandbox.python_env import PythonEnvironment
 from overture.sandbox.workspace import CopyWorkspace, OverlayWorkspace
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Sandbox:
         etc: Path,
         cgroups: list[Path],
         ids: tuple[int, int] | None = None,
+        python: PythonEnvironment | None = None,
     ) -> None:
         self.workspace = workspace
         self.config = config
@@ -65,7 +67,8 @@ class Sandbox:
         self._etc = etc
         self._cgroups = cgroups
         self._ids = ids
-        self._env = sandbox_env(config.python_env)
+        self.python = python
+        self._env = sandbox_env(python)
         self.closed = False
 
     @property

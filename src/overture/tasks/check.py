@@ -8,7 +8,6 @@ Anything else is a problem, named in the task's `CheckResult`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,8 +19,8 @@ from overture.tasks.grading import decide, passes, patch_workspace
 from overture.tasks.parallel import map_bounded
 from overture.tasks.pytest_report import PytestRun, run_pytest
 from overture.tasks.run_failure import explain_run
-from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task, TaskError
+from overture.tasks.task_sandbox import task_sandbox
 
 MAX_NAMED = 5
 
@@ -62,8 +61,7 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
     if not task.patch.strip():
         problems.append("no reference fix (`patch` is empty)")
     try:
-        base = await asyncio.to_thread(starting_base, task)
-        async with pool.sandbox(base) as box:
+        async with task_sandbox(pool, task) as box:
             if task.test_patch and (trouble := await patch_workspace(box, task.test_patch)):
                 problems.append(f"test_patch does not apply: {trouble}")
             timeout, limits = config.test_timeout_s, pool.config

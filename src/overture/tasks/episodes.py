@@ -10,15 +10,13 @@ the sandbox open across an abort and a resume (the RL orchestrator's partial rol
 
 from __future__ import annotations
 
-import asyncio
-
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.agent.episode import Observer
 from overture.config import AgentConfig, TasksConfig
 from overture.sandbox import Sandbox, SandboxError, SandboxPool
 from overture.tasks.grading import grade, reward
-from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task
+from overture.tasks.task_sandbox import task_sandbox
 from overture.text import Tokenizer
 
 
@@ -35,8 +33,7 @@ async def run_task_episode(
 ) -> Trajectory:
     """Run one episode of `policy` on `task` under `agent`'s limits and grade it by `grading`'s
     rules (see the module docstring)."""
-    base = await asyncio.to_thread(starting_base, task)
-    async with pool.sandbox(base) as box:
+    async with task_sandbox(pool, task) as box:
         episode = Episode(
             policy, box, tokenizer, task.problem_statement, agent, tools,
             task_id=task.instance_id, group_id=group_id, observer=observer,

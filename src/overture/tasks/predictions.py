@@ -23,7 +23,6 @@ malformed entries.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -35,8 +34,8 @@ from overture.config import TasksConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.grading import Grade, grade, patch_workspace
 from overture.tasks.parallel import map_bounded
-from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task, TaskError
+from overture.tasks.task_sandbox import task_sandbox
 
 FIELDS = ("instance_id", "model_patch", "model_name_or_path")
 RESOLUTIONS = ("resolved", "partial", "none", "tampering")
@@ -216,8 +215,7 @@ async def grade_prediction(
     """Grade one prediction in a fresh sandbox over its task's starting workspace."""
     started = time.monotonic()
     try:
-        base = await asyncio.to_thread(starting_base, task)
-        async with pool.sandbox(base) as box:
+        async with task_sandbox(pool, task) as box:
             patch = prediction.model_patch
             trouble = await patch_workspace(box, patch) if patch.strip() else ""
             if trouble:

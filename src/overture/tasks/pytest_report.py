@@ -1,8 +1,9 @@
 """Running pytest in a sandbox and reading its report: per-test outcomes and failure details.
 
 Tests run as `<test_cmd> --junitxml=REPORT -o junit_family=xunit1 --tb=short -p no:cacheprovider
-<files...>` with plugin auto-loading off (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`, so a package the
-workspace adds cannot register itself as a plugin); the files of the wanted test ids go through
+<files...>` in the sandbox's Python, which says whether pytest loads the plugins installed in it
+(`overture.sandbox.python_env`: those of a repository's environment, not those beside overture's
+own Python; a package the workspace adds is never one of them); the files of the wanted test ids go through
 `"$@"` of `sh -c`, never through the shell's parser. Outcomes come from the JUnit XML report,
 written to a file named afresh for each run and removed after it is read — never from what the
 code under test prints, which can imitate pytest's output, nor from capped output. Each
@@ -90,9 +91,9 @@ def test_files(test_ids: list[str]) -> list[str]:
 
 
 def shell_command(pytest: str, targets: list[str], setup: str = "") -> list[str]:
-    """The argv that runs the `pytest` command line on `targets` (files or ids, through `"$@"`)
-    with plugin auto-loading off; `setup`, shell statements of the caller's own, runs first."""
-    script = f'export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; {setup}{pytest} "$@"'
+    """The argv that runs the `pytest` command line on `targets` (files or ids, through `"$@"`);
+    `setup`, shell statements of the caller's own, runs first."""
+    script = f'{setup}{pytest} "$@"'
     return ["/bin/sh", "-c", script, "sh", *targets]
 
 

@@ -2,7 +2,7 @@
 
 A task file holds one JSON object per line. SWE-bench instances load unchanged: their
 `FAIL_TO_PASS` / `PASS_TO_PASS` may be JSON-encoded strings, and fields this record does not
-know are kept in `metadata["extra"]`. Three fields go beyond SWE-bench's:
+know are kept in `metadata["extra"]`. Four fields go beyond SWE-bench's:
 
 - `base`: the directory of the repository snapshot the task starts from (no `.git` history).
   In a file it is written relative to the file's directory when it lies below it, so a task
@@ -13,6 +13,9 @@ know are kept in `metadata["extra"]`. Three fields go beyond SWE-bench's:
   share one snapshot and differ only by this patch.
 - `split`: `train` or `heldout`; `metadata["heldout_by"]` says what of a held-out task is
   held out: its whole repository, its function, or the task alone.
+- `environment`: the record of the Python environment its tests run in
+  (`overture.tasks.environment`), a path written relative to the file like `base`; empty for a
+  task whose tests run on overture's own Python (the bundled repositories').
 
 `patch` is the reference fix (SWE-bench meaning): applied with `patch -p1` to the starting
 workspace it makes every FAIL_TO_PASS and PASS_TO_PASS test pass. `test_patch`, when present,
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 SPLITS = ("train", "heldout")
+RELATIVE_PATHS = ("base", "environment")  # written relative to a task file's folder when below it
 DEFAULT_TEST_CMD = "python -m pytest"
 
 
@@ -51,6 +55,7 @@ class Task:
     test_patch: str = ""
     test_cmd: str = DEFAULT_TEST_CMD
     split: str = "train"
+    environment: str = ""
     base_commit: str = ""
     hints_text: str = ""
     version: str = ""
@@ -117,6 +122,7 @@ class Task:
             "test_patch",
             "test_cmd",
             "split",
+            "environment",
             "repo",
             "problem_statement",
         ):
@@ -153,8 +159,10 @@ def read_tasks(path: str | Path) -> list[Task]:
         if task.instance_id in seen:
             raise TaskError(f"{path}:{number}: instance_id {task.instance_id!r} appears twice")
         seen.add(task.instance_id)
-        if task.base and not os.path.isabs(task.base):
-            task.base = str((path.parent / task.base).resolve())
+        for key in RELATIVE_PATHS:
+            value = getattr(task, key)
+            if value and not os.path.isabs(value):
+                setattr(task, key, str((path.parent / value).resolve()))
         tasks.append(task)
     return tasks
 
@@ -170,15 +178,14 @@ def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
 
 
 def write_tasks(path: str | Path, tasks: list[Task]) -> Path:
-    """Write `tasks` as JSONL (atomically); bases below the file's directory become relative."""
+    """Write `tasks` as JSONL (atomically); paths below the file's directory become relative."""
     path = Path(path)
     folder = path.parent.resolve()
     records = []
     for task in tasks:
         record = task.to_dict()
-        if record["base"]:
-            base = Path(record["base"]).resolve()
-            if base.is_relative_to(folder):
-                record["base"] = base.relative_to(folder).as_posix()
+        for key in RELATIVE_PATHS:
+            if record[key] and Path(record[key]).resolve().is_relative_to(folder):
+                record[key] = Path(record[key]).resolve().relative_to(folder).as_posix()
         records.append(record)
     return write_jsonl(path, records)

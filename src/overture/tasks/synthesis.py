@@ -39,6 +39,14 @@ from pathlib import Path
 from overture.config import TasksConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
+from overture.sandbox.python_env import PythonEnvironment
+from overture.tasks.environment import (
+    ENVIRONMENTS,
+    EnvironmentRequest,
+    as_python,
+    resolve_environment,
+    write_record,
+)
 from overture.tasks.fixed_draw import fixed_draw
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
@@ -83,6 +91,8 @@ class Baseline:
     xfail: list[str]  # the passing tests that pass by failing as expected
     seconds: float
     test_map: TestMap | None = None  # which test files call which functions (`overture.tasks.test_map`)
+    python: PythonEnvironment | None = None  # the repository's environment, None for the pool's Python
+    environment: str = ""  # its record, which the tasks name
 
 
 Progress = Callable[[SynthesisStats], None]
@@ -98,13 +108,20 @@ def library_files(snapshot: Path) -> list[str]:
 
 
 async def run_baseline(
-    pool: SandboxPool, repo: str, snapshot: Path, test_cmd: str, timeout: float, map_tests: bool = True
+    pool: SandboxPool,
+    repo: str,
+    snapshot: Path,
+    test_cmd: str,
+    timeout: float,
+    map_tests: bool = True,
+    python: PythonEnvironment | None = None,
 ) -> Baseline:
-    """Run the suite on the clean snapshot; the tests that pass there, and with `map_tests`
-    which test files call which functions. The run's test bytecode is kept in the snapshot."""
+    """Run the suite on the clean snapshot (in `python`, when given); the tests that pass there,
+    and with `map_tests` which test files call which functions. The run's test bytecode is kept
+    in the snapshot."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    async with pool.sandbox(snapshot) as box:
+    async with pool.sandbox(snapshot, python) as box:
         setup = BYTECODE_WRITES + (install_plugin(box) if map_tests else "")
         run = await run_pytest(box, test_cmd, [], timeout, setup=setup)
         test_map = read_test_map(box) if map_tests and not run.result.timed_out else None
@@ -113,7 +130,7 @@ async def run_baseline(
     if run.result.timed_out or not passed:
         why = explain_run(run.result, timeout, pool.config)
         raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`): {why}")
-    return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map)
+    return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map, python)
 
 
 def ordered_candidates(
@@ -209,7 +226,7 @@ class Synthesizer:
             self.stats.unnoticed += 1
             self.stats.uncovered += 1
             return None
-        async with self.pool.sandbox(self.baseline.snapshot) as box:
+        async with self.pool.sandbox(self.baseline.snapshot, self.baseline.python) as box:
             box.files.write_text(mutation.path, mutated)
             run = await run_pytest(box, self.baseline.test_cmd, [] if files is None else files, self.timeout)
         if run.result.timed_out:
@@ -242,6 +259,7 @@ class Synthesizer:
             setup_patch=file_diff(mutation.path, clean.encode(), mutated.encode()),
             patch=file_diff(mutation.path, mutated.encode(), clean.encode()),
             test_cmd=self.baseline.test_cmd,
+            environment=self.baseline.environment,
             metadata={
                 "kind": mutation.kind,
                 "file": mutation.path,
@@ -312,15 +330,25 @@ async def synthesize_repo(
     test_cmd: str = DEFAULT_TEST_CMD,
     jobs: int | None = None,
     progress: Progress | None = None,
+    environment: EnvironmentRequest | None = None,
 ) -> tuple[list[Task], SynthesisStats]:
-    """Up to `wanted` valid tasks from one repository (see the module docstring)."""
+    """Up to `wanted` valid tasks from one repository (see the module docstring); with
+    `environment`, in an environment built for it and recorded beside `snapshots`."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     name = repo_dir.resolve().name
     snapshot = store_snapshot(repo_dir, snapshots, name)
+    python, record_path = None, ""
+    if environment is not None:
+        record, prefix = await asyncio.to_thread(
+            resolve_environment, snapshot, environment.packages, environment.extras, name
+        )
+        python = as_python(prefix)
+        record_path = str(write_record(snapshots.parent / ENVIRONMENTS / f"{snapshot.name}.json", record))
     baseline = await run_baseline(
-        pool, name, snapshot, test_cmd, config.test_timeout_s, config.select_tests
+        pool, name, snapshot, test_cmd, config.test_timeout_s, config.select_tests, python
     )
+    baseline.environment = record_path
     candidates = await asyncio.to_thread(
         ordered_candidates, snapshot, library_files(snapshot), seed, config.max_function_lines
     )

@@ -1,9 +1,11 @@
 """Task sets: the bundled repositories, and building a task file from several repositories.
 
 A task set is a JSONL file plus the `snapshots/` folder next to it that its tasks' `base`
-paths point into (one snapshot per repository). The bundled repositories — small pure-Python
-libraries written for this project, each with a pytest suite — ship inside the package under
-`overture/tasks/repos/` and are the default source of tasks for the embedded demo.
+paths point into (one snapshot per repository), and, for repositories whose tests run in an
+environment of their own, the `environments/` folder of their records. The bundled
+repositories — small pure-Python libraries written for this project, each with a pytest suite —
+ship inside the package under `overture/tasks/repos/` and are the default source of tasks for
+the embedded demo.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from overture.config import SandboxConfig, TasksConfig
 from overture.sandbox import SandboxPool
+from overture.tasks.environment import EnvironmentRequest
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError, write_tasks
 from overture.tasks.synthesis import SynthesisStats, assign_splits, synthesize_repo
 
@@ -52,9 +55,11 @@ async def build_task_set(
     test_cmd: str = DEFAULT_TEST_CMD,
     jobs: int | None = None,
     progress: Callable[[SynthesisStats], None] | None = None,
+    environment: EnvironmentRequest | None = None,
 ) -> tuple[list[Task], list[SynthesisStats]]:
     """Synthesize `count` tasks spread evenly over `repos` in sandboxes of `sandbox`'s limits by
-    `config`'s rules, assign splits and write `out`."""
+    `config`'s rules, assign splits and write `out`; with `environment`, each repository's tests
+    run in an environment built for it, recorded in `environments/`."""
     if not repos:
         raise TaskError("no repository to synthesize tasks from")
     names = [repo.resolve().name for repo in repos]
@@ -67,8 +72,9 @@ async def build_task_set(
             if wanted == 0:
                 continue
             found, repo_stats = await synthesize_repo(
-                pool, repo, out.parent / SNAPSHOTS, wanted, config, seed, test_cmd, jobs, progress
-            )
+                pool, repo, out.parent / SNAPSHOTS, wanted, config, seed, test_cmd, jobs, progress,
+                environment,
+            )  # fmt: skip
             tasks += found
             stats.append(repo_stats)
     assign_splits(
