@@ -81,6 +81,14 @@ def _float_mode():
     torch.set_flush_denormal(False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _environments(tmp_path_factory):
+    """Repository environments the tests build go to a folder of the session, not the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OVERTURE_ENVS", str(tmp_path_factory.mktemp("environments")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def numbers_task_set(tmp_path_factory):
     """(folder, tasks): eight tasks synthesized once from the small repository of `tasks_helpers`."""

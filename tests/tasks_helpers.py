@@ -106,8 +106,8 @@ def make_numbers_repo(root: Path) -> Path:
     (repo / "numbers_kit" / "core.py").write_text(CORE)
     (repo / "tests").mkdir()
     (repo / "tests" / "test_core.py").write_text(TESTS)
-    (repo / "pyproject.toml").write_text('[project]\nname = "numbers_kit"\n\n[tool.pytest.ini_options]\n'
-                                         'testpaths = ["tests"]\n')  # fmt: skip
+    (repo / "pyproject.toml").write_text('[project]\nname = "numbers_kit"\nversion = "0.1.0"\n\n'
+                                         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')  # fmt: skip
     (repo / ".git").mkdir()
     (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (repo / "numbers_kit" / "__pycache__").mkdir()
@@ -138,3 +138,93 @@ def in_sandbox(base: Path, body) -> Any:
             return await body(box)
 
     return asyncio.run(main())
+
+
+SRC_LAYOUT_PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "chunky"
+version = "0.3.0"
+dependencies = ["more-itertools>=10"]
+
+[project.optional-dependencies]
+test = ["pytest-timeout"]
+
+[tool.pytest.ini_options]
+markers = ["slowish: tests that take a while"]
+addopts = "--strict-markers"
+"""
+
+SRC_LAYOUT_CODE = '''"""Pairs and totals, over more-itertools."""
+
+from importlib.metadata import version
+
+from more_itertools import chunked
+
+__version__ = version("chunky")
+
+
+def pairs(items):
+    return [tuple(chunk) for chunk in chunked(items, 2)]
+
+
+def total(items):
+    result = 0
+    for item in items:
+        result += item
+    return result
+
+
+def largest(items):
+    best = None
+    for item in items:
+        if best is None or item > best:
+            best = item
+    return best
+'''
+
+SRC_LAYOUT_TESTS = '''import pytest
+
+import chunky
+
+
+def test_pairs():
+    assert chunky.pairs([1, 2, 3, 4]) == [(1, 2), (3, 4)]
+
+
+def test_pairs_of_odd_length():
+    assert chunky.pairs([1, 2, 3]) == [(1, 2), (3,)]
+
+
+@pytest.mark.timeout(30)
+def test_total():
+    assert chunky.total([1, 2, 3]) == 6
+
+
+@pytest.mark.slowish
+def test_largest():
+    assert chunky.largest([3, 9, 2]) == 9
+    assert chunky.largest([]) is None
+
+
+def test_version_comes_from_the_metadata():
+    assert chunky.__version__ == "0.3.0"
+'''
+
+
+def make_src_layout_repo(root: Path) -> Path:
+    """A src-layout repository that needs what overture's Python lacks: a runtime dependency
+    (more-itertools), a pytest plugin from its test extra (pytest-timeout, for a marker), strict
+    markers of its own, its version read from its installed metadata, and hidden folders."""
+    repo = root / "chunky"
+    (repo / "src" / "chunky").mkdir(parents=True)
+    (repo / "src" / "chunky" / "__init__.py").write_text(SRC_LAYOUT_CODE)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_chunky.py").write_text(SRC_LAYOUT_TESTS)
+    (repo / "pyproject.toml").write_text(SRC_LAYOUT_PYPROJECT)
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "tests.yml").write_text("on: push\njobs: {}\n")
+    (repo / ".pre-commit-config.yaml").write_text("repos: []\n")
+    return repo
