@@ -15,9 +15,12 @@ from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.check import check_tasks
 from overture.tasks.oracle import solve_all
+from overture.tasks.run_limits import RunLimits
 from overture.tasks.synthesis import library_files, run_baseline
 from overture.tasks.task_sets import build_task_set, bundled_repo, bundled_repos
 from overture.text import train_default_tokenizer
+
+LIMITS_120S = RunLimits(120, 120)
 
 THIRD_PARTY = Path(__file__).parents[2] / ".cache" / "third-party" / "inflection-0.5.1"
 JOBS = os.cpu_count() or 1
@@ -29,7 +32,8 @@ def test_every_bundled_repository_passes_its_own_suite():
 
     async def main():
         async with SandboxPool(RunConfig().sandbox) as pool:
-            return [await run_baseline(pool, repo.name, repo, "python -m pytest", 120) for repo in repos]
+            command = "python -m pytest"
+            return [await run_baseline(pool, repo.name, repo, command, LIMITS_120S) for repo in repos]
 
     for repo, baseline in zip(repos, asyncio.run(main()), strict=True):
         assert len(baseline.passed) >= 70, repo.name

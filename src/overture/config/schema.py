@@ -417,7 +417,15 @@ class TasksConfig(Section):
     max_turns: int = Field(8, gt=0)
     turn_cost: float = Field(0.0, ge=0, description="subtracted from the reward per assistant turn")
     invalid_call_cost: float = Field(0.0, ge=0, description="subtracted from the reward per invalid call")
-    test_timeout_s: float = Field(120.0, gt=0, description="wall-clock limit of one grading test run")
+    test_timeout_s: float = Field(
+        120.0, gt=0, description="wall-clock limit of one test run of a task without measured run_limits"
+    )
+    clean_run_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="synthesis: wall-clock (and per-process CPU-time) limit of the suite's one run on the "
+        "clean code, which measures the limits of every later test run of that repository",
+    )
     pass_to_pass: int = Field(
         25, ge=0, description="synthesis: PASS_TO_PASS tests sampled per task from those still passing"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -85,9 +86,14 @@ class Sandbox:
         creates belongs to the sandbox's user, so that commands can change it afterwards."""
         return ConfinedFiles(str(self.workspace.root), owner=self._ids)
 
-    def _argv(self, argv: list[str], workdir: str) -> tuple[list[str], dict[str, str]]:
+    def _argv(
+        self, argv: list[str], workdir: str, cpu_seconds: int | None = None
+    ) -> tuple[list[str], dict[str, str]]:
         """The host command line (and its environment) that runs `argv` in the sandbox."""
-        confine, env = confining_argv(self.limits, self._cgroups, self._tools["prlimit"])
+        limits = self.limits
+        if cpu_seconds is not None:
+            limits = dataclasses.replace(limits, cpu_seconds=cpu_seconds)
+        confine, env = confining_argv(limits, self._cgroups, self._tools["prlimit"])
         if self.config.isolation == "none":
             return [*confine, *argv], {**self._env, **env}
         inside = f"{WORKSPACE_MOUNT}/{workdir}" if workdir != "." else WORKSPACE_MOUNT
@@ -111,11 +117,14 @@ class Sandbox:
         workdir: str = ".",
         stdin: bytes | None = None,
         pass_fds: Sequence[int] = (),
+        cpu_seconds: int | None = None,
     ) -> ExecResult:
         """Run `command` (a shell string, or an argv list) in the sandbox and wait for it.
 
         `pass_fds`: host file descriptors the command inherits under the same numbers (a pipe
-        to or from the caller, e.g. grading's report); every other descriptor is closed."""
+        to or from the caller, e.g. grading's report); every other descriptor is closed.
+        `cpu_seconds`: this command's CPU-time limit per process, instead of `sandbox.cpu_seconds`
+        (a repository's test suite measured to need more)."""
         if self.closed:
             raise SandboxError(f"sandbox of {self.base}: already closed")
         if not self.workspace.alive:
@@ -131,7 +140,7 @@ class Sandbox:
             raise SandboxError(f"workdir {workdir}: not a directory inside the workspace")
         limit = timeout if timeout is not None else self.config.timeout_s
         cwd = str(self.workspace.root / workdir) if self.config.isolation == "none" else "/"
-        host_argv, env = self._argv(argv, workdir)
+        host_argv, env = self._argv(argv, workdir, cpu_seconds)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *host_argv,

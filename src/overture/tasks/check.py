@@ -19,6 +19,7 @@ from overture.tasks.grading import decide, passes, patch_workspace
 from overture.tasks.parallel import map_bounded
 from overture.tasks.pytest_report import PytestRun, run_pytest
 from overture.tasks.run_failure import explain_run
+from overture.tasks.run_limits import RunLimits, task_limits
 from overture.tasks.spec import Task, TaskError
 from overture.tasks.task_sandbox import task_sandbox
 
@@ -44,12 +45,12 @@ def _named(tests: list[str]) -> str:
     return shown + (f" and {len(tests) - MAX_NAMED} more" if len(tests) > MAX_NAMED else "")
 
 
-def _whole_run_problem(run: PytestRun, when: str, timeout: float, limits: SandboxConfig) -> str:
+def _whole_run_problem(run: PytestRun, when: str, limits: RunLimits, sandbox: SandboxConfig) -> str:
     """Why the run failed as a whole — it timed out, or reported no test at all — or "". (A bug
     that stops a test file from being collected is a way for its tests to fail: a run without
     outcomes is a problem only where tests should have passed.)"""
     if run.result.timed_out or not run.outcomes:
-        return f"{when}: {explain_run(run.result, timeout, limits)}"
+        return f"{when}: {explain_run(run.result, limits, sandbox)}"
     return ""
 
 
@@ -64,10 +65,11 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
         async with task_sandbox(pool, task) as box:
             if task.test_patch and (trouble := await patch_workspace(box, task.test_patch)):
                 problems.append(f"test_patch does not apply: {trouble}")
-            timeout, limits = config.test_timeout_s, pool.config
-            before = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
+            limits = task_limits(task, config, pool.config)
+            timeout, cpu = limits.timeout_s, limits.cpu_seconds
+            before = await run_pytest(box, task.test_cmd, task.test_ids, timeout, cpu_seconds=cpu)
             _, early, _, broken = decide(task, before.outcomes)
-            whole = _whole_run_problem(before, "before the fix", timeout, limits)
+            whole = _whole_run_problem(before, "before the fix", limits, pool.config)
             if before.result.timed_out:
                 problems.append(whole)
             else:
@@ -79,8 +81,8 @@ async def check_task(pool: SandboxPool, task: Task, config: TasksConfig) -> Chec
                 if trouble := await patch_workspace(box, task.patch):
                     problems.append(f"the reference fix does not apply: {trouble}")
                 else:
-                    after = await run_pytest(box, task.test_cmd, task.test_ids, timeout)
-                    whole = _whole_run_problem(after, "with the fix", timeout, limits)
+                    after = await run_pytest(box, task.test_cmd, task.test_ids, timeout, cpu_seconds=cpu)
+                    whole = _whole_run_problem(after, "with the fix", limits, pool.config)
                     failing = [t for t in task.test_ids if not passes(task, t, after.outcomes.get(t))]
                     if failing or after.result.timed_out:
                         listed = f"tests do not pass with the reference fix: {_named(failing)}"

@@ -15,8 +15,9 @@ plugin through package metadata). Editing the tests therefore earns nothing. The
 - `test_patch`, when the task has one, is applied;
 - the files of FAIL_TO_PASS and PASS_TO_PASS run with pytest under grading's witness
   (`overture.tasks.witness`): outcomes come from a plugin that reports each test phase over a
-  pipe, keyed and numbered, not from printed output or a report file; a run past
-  `tasks.test_timeout_s` scores 0, reason `timeout`.
+  pipe, keyed and numbered, not from printed output or a report file; a run past the task's
+  limits (`overture.tasks.run_limits`: those its repository was measured to need, else
+  `tasks.test_timeout_s`) scores 0, reason `timeout`.
 
 A test passes when pytest reports PASSED or XFAIL (SWE-bench); a synthesized task lists in
 `metadata["xfail"]` the tests that were XFAIL on the clean code, and for it XFAIL passes only
@@ -68,6 +69,7 @@ from overture.sandbox import Sandbox, SandboxError
 from overture.sandbox.diff import read_entry
 from overture.tasks.pytest_report import is_test_file, outcome_passes
 from overture.tasks.run_failure import output_tail
+from overture.tasks.run_limits import task_limits
 from overture.tasks.spec import Task
 from overture.tasks.witness import run_witnessed
 
@@ -217,11 +219,13 @@ async def _grade(task: Task, sandbox: Sandbox, config: TasksConfig, started: flo
         problem = await patch_workspace(sandbox, task.test_patch)
         if problem:
             return without_verdict(f"test_patch does not apply: {problem}")
+    limits = task_limits(task, config, sandbox.config)
     run = await run_witnessed(
-        sandbox, task.test_cmd, task.test_ids, config.test_timeout_s, [task.FAIL_TO_PASS, task.PASS_TO_PASS]
-    )
+        sandbox, task.test_cmd, task.test_ids, limits.timeout_s, [task.FAIL_TO_PASS, task.PASS_TO_PASS],
+        limits.cpu_seconds,
+    )  # fmt: skip
     if run.result.timed_out:
-        return without_verdict(f"timeout: tests ran past {config.test_timeout_s:g}s", outcomes=run.outcomes)
+        return without_verdict(f"timeout: tests ran past {limits.timeout_s:g}s", outcomes=run.outcomes)
     if run.tampering:
         return without_verdict(
             f"tampering: {run.tampering}", "tampering", outcomes=run.outcomes, canaries=run.canaries

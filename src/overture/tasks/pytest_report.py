@@ -103,16 +103,22 @@ def pytest_command(test_cmd: str, report: str, targets: list[str], setup: str = 
 
 
 async def run_pytest(
-    sandbox: Sandbox, test_cmd: str, test_ids: list[str], timeout: float, setup: str = ""
+    sandbox: Sandbox,
+    test_cmd: str,
+    test_ids: list[str],
+    timeout: float,
+    setup: str = "",
+    cpu_seconds: int | None = None,
 ) -> PytestRun:
     """Run the files of `test_ids` (the whole suite when empty) in the sandbox; read the report.
 
     Whole files rather than ids: pytest refuses the whole run when one given id does not exist,
     while a test missing from a file's report is simply a test without an outcome. `setup`: shell
-    statements to run before pytest (`pytest_command`)."""
+    statements to run before pytest (`pytest_command`); `cpu_seconds`: the run's CPU-time limit,
+    when not the sandbox's own."""
     report = f".pytest-report-{secrets.token_hex(8)}.xml"
     command = pytest_command(test_cmd, report, test_files(test_ids), setup)
-    result = await sandbox.exec(command, timeout=timeout)
+    result = await sandbox.exec(command, timeout=timeout, cpu_seconds=cpu_seconds)
     files = sandbox.files
     data = b""
     with contextlib.suppress(OSError):

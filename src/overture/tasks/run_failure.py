@@ -21,6 +21,7 @@ import re
 
 from overture.config import SandboxConfig
 from overture.sandbox import ExecResult
+from overture.tasks.run_limits import RunLimits
 
 TAIL_CHARS = 600
 SIGKILL_EXIT = 137  # a shell's 128 + 9: what the sandbox reports when the kernel kills the command
@@ -57,14 +58,14 @@ def missing_modules(text: str) -> list[str]:
     return list(dict.fromkeys(MISSING_MODULE.findall(text)))
 
 
-def explain_run(result: ExecResult, timeout: float, limits: SandboxConfig) -> str:
-    """Why the test run `result` (run under `timeout` seconds, `tasks.test_timeout_s`, in
-    sandboxes of `limits`) produced no usable outcomes; the first cause its exit or output shows."""
+def explain_run(result: ExecResult, run: RunLimits, limits: SandboxConfig) -> str:
+    """Why the test run `result` (run under `run`'s time limits, in sandboxes of `limits`)
+    produced no usable outcomes; the first cause its exit or output shows."""
     output = f"{result.stdout}\n{result.stderr}"
     if result.timed_out:
-        return f"the tests ran past the time limit (tasks.test_timeout_s = {timeout:g}s)"
+        return f"the tests ran past the time limit ({run.timeout_setting} = {run.timeout_s:g}s)"
     if result.exit_code == SIGKILL_EXIT:
-        return _killed(result, limits)
+        return _killed(result, run, limits)
     if modules := missing_modules(output):
         return (
             f"the sandbox's Python cannot import {', '.join(modules)}: the repository's tests or code "
@@ -87,12 +88,12 @@ def explain_run(result: ExecResult, timeout: float, limits: SandboxConfig) -> st
     return f"the test command exited with {result.exit_code}" + (f":\n{said}" if said else "")
 
 
-def _killed(result: ExecResult, limits: SandboxConfig) -> str:
+def _killed(result: ExecResult, run: RunLimits, limits: SandboxConfig) -> str:
     """A kill by the kernel: past the CPU-time limit, or the memory limit of the sandbox's cgroup
     (the exit does not say which)."""
     return (
         f"the tests were killed after {result.duration_s:.0f}s, by the CPU-time limit "
-        f"(sandbox.cpu_seconds = {limits.cpu_seconds}) or the memory limit "
+        f"({run.cpu_setting} = {run.cpu_seconds}) or the memory limit "
         f"(sandbox.memory_mb = {limits.memory_mb} MB)"
     )
 

@@ -1,7 +1,8 @@
 """Bug synthesis: tasks from any local Python repository with a pytest suite.
 
 1. The repository is snapshotted (no history) and its suite runs once on the clean code in a
-   sandbox; tests that do not pass there are ignored from then on. That run also records which
+   sandbox, which measures the limits of every later run of its tests (`overture.tasks.run_limits`,
+   recorded in each task); tests that do not pass there are ignored from then on. That run also records which
    test files call which functions (`overture.tasks.test_map`, with `tasks.select_tests`) and
    leaves the test modules' rewritten bytecode in the snapshot (`keep_test_bytecode`).
 2. Every function of every non-test module (of at most `tasks.max_function_lines` lines, when
@@ -14,7 +15,7 @@
    it). A candidate becomes a task only if at least one test that passed on the clean code no
    longer passes: those tests are FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests still
    passing (those of the files not run among them: they never call the function). A run past
-   its time limit (a mutation that loops) is dropped.
+   the repository's run limits (a mutation that loops) is dropped.
 4. The problem statement is written from the failure (`overture.tasks.statement`), never from
    the change. `setup_patch` makes the bug from the snapshot; `patch` is the reference fix.
 5. Splits: all tasks of a repository in `tasks.heldout_repos`, all tasks of a share
@@ -51,6 +52,8 @@ from overture.tasks.fixed_draw import fixed_draw
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
 from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
 from overture.tasks.run_failure import explain_run
+from overture.tasks.run_limits import RECORD_KEY as RUN_LIMITS
+from overture.tasks.run_limits import RunLimits, clean_run_limits, suite_limits
 from overture.tasks.snapshots import BYTECODE_WRITES, keep_test_bytecode, repository_files, store_snapshot
 from overture.tasks.source_functions import enclosing_function
 from overture.tasks.spec import DEFAULT_TEST_CMD, Task, TaskError
@@ -112,23 +115,23 @@ async def run_baseline(
     repo: str,
     snapshot: Path,
     test_cmd: str,
-    timeout: float,
+    limits: RunLimits,
     map_tests: bool = True,
     python: PythonEnvironment | None = None,
 ) -> Baseline:
-    """Run the suite on the clean snapshot (in `python`, when given); the tests that pass there,
-    and with `map_tests` which test files call which functions. The run's test bytecode is kept
-    in the snapshot."""
+    """Run the suite on the clean snapshot under `limits` (in `python`, when given); the tests
+    that pass there, and with `map_tests` which test files call which functions. The run's test
+    bytecode is kept in the snapshot."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     async with pool.sandbox(snapshot, python) as box:
         setup = BYTECODE_WRITES + (install_plugin(box) if map_tests else "")
-        run = await run_pytest(box, test_cmd, [], timeout, setup=setup)
+        run = await run_pytest(box, test_cmd, [], limits.timeout_s, setup, limits.cpu_seconds)
         test_map = read_test_map(box) if map_tests and not run.result.timed_out else None
         await asyncio.to_thread(keep_test_bytecode, box, snapshot)
     passed = [test for test in run.outcomes if test in run.passed]
     if run.result.timed_out or not passed:
-        why = explain_run(run.result, timeout, pool.config)
+        why = explain_run(run.result, limits, pool.config)
         raise SynthesisError(f"{repo}: no test passes on the clean code (`{test_cmd}`): {why}")
     return Baseline(repo, snapshot, test_cmd, passed, run.xfailed, loop.time() - started, test_map, python)
 
@@ -188,8 +191,7 @@ class Synthesizer:
     def __init__(self, pool: SandboxPool, baseline: Baseline, config: TasksConfig, seed: int) -> None:
         self.pool, self.baseline, self.config = pool, baseline, config
         self.seed = seed
-        clean_limit = max(10.0, 5 * baseline.seconds)
-        self.timeout = min(config.test_timeout_s, clean_limit)
+        self.limits = suite_limits(baseline.seconds)
         self.stats = SynthesisStats(repo=baseline.repo, clean_passing=len(baseline.passed))
         self._sources: dict[str, str] = {}
         self._seen: set[str] = set()
@@ -228,7 +230,10 @@ class Synthesizer:
             return None
         async with self.pool.sandbox(self.baseline.snapshot, self.baseline.python) as box:
             box.files.write_text(mutation.path, mutated)
-            run = await run_pytest(box, self.baseline.test_cmd, [] if files is None else files, self.timeout)
+            targets, limits = [] if files is None else files, self.limits
+            run = await run_pytest(
+                box, self.baseline.test_cmd, targets, limits.timeout_s, cpu_seconds=limits.cpu_seconds
+            )
         if run.result.timed_out:
             self.stats.timed_out += 1
             return None
@@ -268,6 +273,7 @@ class Synthesizer:
                 "description": mutation.description,
                 "synthesized": True,
                 "xfail": [test for test in self.baseline.xfail if test in broken_set or test in sampled],
+                RUN_LIMITS: self.limits.to_record(),
             },
         )
 
@@ -346,7 +352,7 @@ async def synthesize_repo(
         python = as_python(prefix)
         record_path = str(write_record(snapshots.parent / ENVIRONMENTS / f"{snapshot.name}.json", record))
     baseline = await run_baseline(
-        pool, name, snapshot, test_cmd, config.test_timeout_s, config.select_tests, python
+        pool, name, snapshot, test_cmd, clean_run_limits(config), config.select_tests, python
     )
     baseline.environment = record_path
     candidates = await asyncio.to_thread(

@@ -102,10 +102,12 @@ async def run_witnessed(
     test_ids: list[str],
     timeout: float,
     imitate: list[list[str]] | None = None,
+    cpu_seconds: int | None = None,
 ) -> WitnessedRun:
     """Run the files of `test_ids` under the witness in the sandbox; its outcomes, judged. The
     canaries take the node ids of tests in `imitate` (groups, best first; `[test_ids]` when None;
-    the first `IMITATED_PER_GROUP` of each)."""
+    the first `IMITATED_PER_GROUP` of each). `cpu_seconds`: the run's CPU-time limit, when not the
+    sandbox's own."""
     key = secrets.token_bytes(32)
     targets = [group[:IMITATED_PER_GROUP] for group in (imitate if imitate is not None else [test_ids])]
     orders = json.dumps({"key": key.hex(), "targets": targets})
@@ -130,7 +132,9 @@ async def run_witnessed(
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: collector, reader)
         command = witness_command(test_cmd, module, orders_r, report_w, test_files(test_ids))
         try:
-            result = await sandbox.exec(command, timeout=timeout, stdin=plugin, pass_fds=(orders_r, report_w))
+            result = await sandbox.exec(
+                command, timeout=timeout, stdin=plugin, pass_fds=(orders_r, report_w), cpu_seconds=cpu_seconds
+            )
         finally:
             close(report_w)  # the command's copies are gone with it: the reader sees the end
             close(orders_r)

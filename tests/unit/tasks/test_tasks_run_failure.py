@@ -13,8 +13,11 @@ from overture.config import RunConfig, SandboxConfig
 from overture.sandbox import ExecResult, SandboxPool
 from overture.tasks.check import check_tasks
 from overture.tasks.run_failure import explain_run, missing_modules, output_tail
+from overture.tasks.run_limits import RunLimits
 from overture.tasks.snapshots import starting_base, store_snapshot
 from overture.tasks.synthesis import SynthesisError, run_baseline
+
+LIMITS_60S = RunLimits(60, 60)
 
 LIMITS = SandboxConfig(cpu_seconds=45, memory_mb=1500, max_file_mb=32)
 
@@ -55,7 +58,7 @@ CAUSES = [
 
 @pytest.mark.parametrize(("run", "says"), CAUSES)
 def test_each_cause_is_named_with_the_setting_behind_it(run, says):
-    assert says in explain_run(run, 60, LIMITS)
+    assert says in explain_run(run, RunLimits(60, 45), LIMITS)
 
 
 def test_a_collection_error_shows_its_first_lines():
@@ -65,7 +68,7 @@ def test_a_collection_error_shows_its_first_lines():
         "'no_cover' not found in `markers` configuration option\n"
         "=========== short test summary info ===========\n"
     )
-    said = explain_run(result(stdout=output, exit_code=2), 60, LIMITS)
+    said = explain_run(result(stdout=output, exit_code=2), RunLimits(60, 45), LIMITS)
     assert said.startswith("pytest could not collect tests/test_dates.py:\n'no_cover' not found")
 
 
@@ -84,7 +87,7 @@ def test_synthesis_names_the_module_a_clean_run_misses(tmp_path):
 
     async def main():
         async with SandboxPool(RunConfig().sandbox) as pool:
-            await run_baseline(pool, "needs_dep", snapshot, "python -m pytest", 60)
+            await run_baseline(pool, "needs_dep", snapshot, "python -m pytest", LIMITS_60S)
 
     with pytest.raises(SynthesisError) as raised:
         asyncio.run(main())

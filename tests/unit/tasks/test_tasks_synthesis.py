@@ -13,6 +13,7 @@ from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.mutations import find_mutations
 from overture.tasks.pytest_report import Failure, Frame
+from overture.tasks.run_limits import RunLimits
 from overture.tasks.snapshots import patched_files, starting_base, store_snapshot
 from overture.tasks.spec import Task, read_tasks
 from overture.tasks.statement import MIN_CONTAINED, write_statement
@@ -23,6 +24,8 @@ from overture.tasks.synthesis import (
     ordered_candidates,
     run_baseline,
 )
+
+LIMITS_60S = RunLimits(60, 60)
 
 
 def test_tasks_are_valid_and_cover_several_functions(numbers_task_set):
@@ -62,7 +65,7 @@ def test_mutations_no_test_notices_are_rejected(tmp_path):
 
     async def main():
         async with SandboxPool(RunConfig().sandbox) as pool:
-            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
+            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", LIMITS_60S)
             synthesizer = Synthesizer(pool, baseline, config().tasks, seed=0)
             return await synthesizer.run(unnoticed, wanted=10, jobs=2, progress=None), synthesizer.stats
 
@@ -189,7 +192,7 @@ def test_the_tasks_are_the_first_valid_candidates_whatever_finishes_first(tmp_pa
 
     async def main(jobs: int) -> list[str]:
         async with SandboxPool(RunConfig().sandbox) as pool:
-            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", 60)
+            baseline = await run_baseline(pool, "numbers_kit", snapshot, "python -m pytest", LIMITS_60S)
             synthesizer = Synthesizer(pool, baseline, config().tasks, seed=0)
             tasks = await synthesizer.run(candidates, wanted=5, jobs=jobs, progress=None)
             assert synthesizer.stats.valid == len(tasks)

@@ -14,8 +14,11 @@ from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.tasks.mutations import find_mutations
 from overture.tasks.pytest_report import run_pytest
+from overture.tasks.run_limits import RunLimits
 from overture.tasks.snapshots import repository_files, store_snapshot
 from overture.tasks.synthesis import Synthesizer, ordered_candidates, run_baseline
+
+LIMITS_60S = RunLimits(60, 60)
 
 CORE = '''"""Helpers that tests reach in different ways."""
 import threading
@@ -138,7 +141,7 @@ def snapshot(tmp_path):
 def baseline_of(snapshot: Path, map_tests: bool = True):
     async def main():
         async with SandboxPool(RunConfig().sandbox) as pool:
-            return await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", 60, map_tests)
+            return await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", LIMITS_60S, map_tests)
 
     return asyncio.run(main())
 
@@ -188,7 +191,8 @@ def test_selected_tests_give_the_same_tasks_as_the_whole_suite(tmp_path):
 
         async def main():
             async with SandboxPool(config.sandbox) as pool:
-                baseline = await run_baseline(pool, "mini_kit", snapshot, "python -m pytest", 60, select)
+                command = "python -m pytest"
+                baseline = await run_baseline(pool, "mini_kit", snapshot, command, LIMITS_60S, select)
                 synthesizer = Synthesizer(pool, baseline, config.tasks, seed=0)
                 candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
                 tasks = await synthesizer.run(candidates, wanted=100, jobs=2, progress=None)
