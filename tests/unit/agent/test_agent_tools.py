@@ -13,6 +13,7 @@ from agent_helpers import CALC, call_text, in_sandbox, make_repo, one, run_calls
 from overture.agent import ToolSet
 from overture.agent.search import BaseIndex, base_index
 from overture.agent.search.vector_store import VectorStore
+from overture.tasks.task_sets import bundled_repo
 from overture.text import Tokenizer
 
 
@@ -118,6 +119,17 @@ def test_hidden_folders_keep_their_dot_in_every_tool(repo):
     searched = one(repo, "codebase_search", query="running total of funding")
     assert not searched.error and ".config.d/total.py" in searched.response
     assert one(repo, "grep", pattern="funding", path=".config.d").response.startswith(".config.d/total.py")
+
+
+def test_the_bundled_repositories_hidden_files_are_listed_globbed_searched_and_read():
+    textkit = bundled_repo("textkit")
+    assert ".github/" in one(textkit, "list_dir", path=".").response
+    assert ".pre-commit-config.yaml" in one(textkit, "list_dir", path=".").response
+    assert one(textkit, "glob_file_search", pattern="*.yml").response == ".github/workflows/tests.yml"
+    assert ".fixtures/" in one(textkit, "list_dir", path="textkit").response
+    assert "MCMXCIV" in one(textkit, "read_file", path="textkit/.fixtures/examples.txt").response
+    found = one(textkit, "grep", pattern="MCMXCIV", path="textkit/.fixtures").response
+    assert found.startswith("textkit/.fixtures/examples.txt: ")
 
 
 def test_listings_leave_bytecode_caches_out(repo):
