@@ -11,8 +11,11 @@ TORCH   := torch==2.13.0
 # A third-party project, fetched from PyPI as source, that the slow tests synthesize tasks from.
 THIRD_PARTY     := inflection-0.5.1
 THIRD_PARTY_DIR := .cache/third-party
+# Real projects of three shapes (src layout; runtime dependencies; pytest plugins and markers)
+# that `make test-real` takes end to end, each in an environment of its own.
+REAL_REPOS      := cachetools-8.0.3 inflect-7.6.0 humanize-4.17.0
 
-.PHONY: deps system-packages test test-slow train bench lint clean
+.PHONY: deps system-packages test test-slow test-real train bench lint clean
 
 deps: system-packages $(STAMP)
 
@@ -42,12 +45,15 @@ test: deps
 test-slow: deps $(THIRD_PARTY_DIR)/$(THIRD_PARTY)
 	$(PY) -m pytest -m slow
 
-# The sdist, unpacked: its own tests included, no history. Fetched once; tests never download.
-$(THIRD_PARTY_DIR)/$(THIRD_PARTY): | $(STAMP)
+test-real: deps $(addprefix $(THIRD_PARTY_DIR)/,$(REAL_REPOS))
+	$(PY) -m pytest -m real
+
+# An sdist, unpacked: its own tests included, no history. Fetched once; tests never download.
+$(THIRD_PARTY_DIR)/%: | $(STAMP)
 	mkdir -p $(THIRD_PARTY_DIR)
 	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
-		"$(subst -,==,$(THIRD_PARTY))" -d $(THIRD_PARTY_DIR)
-	tar -xzf $(THIRD_PARTY_DIR)/$(THIRD_PARTY).tar.gz -C $(THIRD_PARTY_DIR)
+		"$(shell echo '$*' | sed 's/-\([0-9][^-]*\)$$/==\1/')" -d $(THIRD_PARTY_DIR)
+	tar -xzf $(THIRD_PARTY_DIR)/$*.tar.gz -C $(THIRD_PARTY_DIR)
 
 train: deps
 	$(VENV)/bin/overture train configs/tiny.toml --overwrite
