@@ -1,13 +1,17 @@
-"""Task synthesis and grading speed on a bundled repository.
+"""Task synthesis, checking, oracle solving and grading speed on one repository.
 
-Synthesizes tasks from one bundled repository twice (candidates validated in parallel sandboxes):
-each candidate running only the test files that call its function (`tasks.select_tests`, the
-default), and each running the whole suite; checks both give the same tasks. Then grades each
-task's reference fix in a fresh sandbox the way an episode is graded, with the test bytecode the
-baseline run kept in the snapshot and without it (a copy of the snapshot without `__pycache__`),
-and reports candidates/s, valid tasks/s and grading latency percentiles.
+`--repo` names a bundled repository, or a directory: any repository with a pytest suite, whose
+tests then run in an environment built for it (`overture.tasks.environment`; the time to build
+it counts in synthesis). Synthesizes tasks from it (candidates validated in parallel sandboxes,
+each running only the test files that call its function, `tasks.select_tests`), checks them
+(`tasks check`), solves them with the oracle (`tasks solve --oracle`), and grades each task's
+reference fix in a fresh sandbox the way an episode is graded, with the test bytecode the
+baseline run kept in the snapshot and without it (a copy of the snapshot without `__pycache__`).
+With `--whole-suite` (the default for a bundled repository) it synthesizes again with every
+candidate running the whole suite and checks both give the same tasks. Reports the seconds of
+each phase, candidates/s, valid tasks/s and grading latency percentiles.
 
-Usage: python benchmarks/tasks.py [--repo NAME] [--n N] [--jobs J]
+Usage: python benchmarks/tasks.py [--repo NAME|DIR] [--n N] [--jobs J] [--whole-suite|--no-whole-suite]
 Prints a human summary, then one JSON object on the last line.
 """
 
@@ -23,14 +27,19 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.pool import percentile
+from overture.tasks.check import check_tasks
+from overture.tasks.environment import EnvironmentRequest, python_for
 from overture.tasks.grading import grade, patch_workspace
+from overture.tasks.oracle import solve_all
 from overture.tasks.snapshots import starting_base
 from overture.tasks.spec import Task
-from overture.tasks.task_sets import build_task_set, bundled_repo
+from overture.tasks.task_sets import build_task_set, bundled_repo, bundled_repos
+from overture.text import train_default_tokenizer
 
 
 async def grade_reference_fixes(
@@ -43,7 +52,7 @@ async def grade_reference_fixes(
 
     async def one(task) -> None:
         nonlocal resolved
-        async with gate, pool.sandbox(starting_base(task, bases)) as box:
+        async with gate, pool.sandbox(starting_base(task, bases), python_for(task)) as box:
             assert not await patch_workspace(box, task.patch)
             started = time.perf_counter()
             result = await grade(task, box, config.tasks)
@@ -55,14 +64,40 @@ async def grade_reference_fixes(
     return latencies, resolved
 
 
-def synthesize(repo: str, n: int, jobs: int, select: bool, scratch: Path) -> tuple[list[Task], object, float]:
+def synthesize(repo: Path, n: int, jobs: int, select: bool, scratch: Path) -> tuple[list[Task], Any, float]:
+    """Tasks from `repo` (in an environment of its own unless it is bundled), with their seconds."""
     config = RunConfig.model_validate({"tasks": {"select_tests": select}})
+    environment = None if repo in bundled_repos() else EnvironmentRequest()
     started = time.perf_counter()
     out = scratch / f"select-{select}" / "tasks.jsonl"
     tasks, (stats,) = asyncio.run(
-        build_task_set([bundled_repo(repo)], out, n, config.sandbox, config.tasks, jobs=jobs)
+        build_task_set([repo], out, n, config.sandbox, config.tasks, jobs=jobs, environment=environment)
     )
     return tasks, stats, time.perf_counter() - started
+
+
+def check_and_solve(tasks: list[Task], config: RunConfig, jobs: int) -> tuple[int, float, int, float]:
+    """(tasks that check, seconds, tasks the oracle solves, seconds), as `tasks check` and
+    `tasks solve --oracle` do them."""
+    tokenizer = train_default_tokenizer(config.tokenizer.vocab_size, config.tokenizer.corpus)
+
+    async def main():
+        async with SandboxPool(config.sandbox) as pool:
+            started = time.perf_counter()
+            checked = await check_tasks(tasks, pool, config.tasks, jobs)
+            check_s = time.perf_counter() - started
+            started = time.perf_counter()
+            solved = await solve_all(tasks, pool, tokenizer, config.agent, config.tasks, jobs)
+            solve_s = time.perf_counter() - started
+            return sum(r.ok for r in checked), check_s, sum(r.solved for r in solved), solve_s
+
+    return asyncio.run(main())
+
+
+def repository(name: str) -> Path:
+    """A directory as given, else the bundled repository of that name."""
+    path = Path(name)
+    return path.resolve() if path.is_dir() else bundled_repo(name)
 
 
 def without_bytecode(tasks: list[Task], scratch: Path) -> list[Task]:
@@ -78,18 +113,32 @@ def without_bytecode(tasks: list[Task], scratch: Path) -> list[Task]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repo", default="textkit", help="bundled repository")
+    parser.add_argument("--repo", default="textkit", help="bundled repository, or a repository's directory")
     parser.add_argument("--n", type=int, default=60, help="tasks to synthesize")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--whole-suite", action=argparse.BooleanOptionalAction, default=None,
+        help="also synthesize with whole-suite runs and compare (default: for a bundled repository)",
+    )  # fmt: skip
     args = parser.parse_args()
-    config = RunConfig()
+    repo = repository(args.repo)
+    compare = args.whole_suite if args.whole_suite is not None else not Path(args.repo).is_dir()
+    config = RunConfig.model_validate({"agent": {"search_backend": "bm25"}})
+    whole: dict = {}
     with tempfile.TemporaryDirectory(prefix="overture-bench-tasks-") as scratch_dir:
         scratch = Path(scratch_dir)
-        tasks, stats, synth_s = synthesize(args.repo, args.n, args.jobs, True, scratch)
-        whole_tasks, whole_stats, whole_s = synthesize(args.repo, args.n, args.jobs, False, scratch)
-        same = sorted((t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in tasks) == sorted(
-            (t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in whole_tasks
-        )
+        tasks, stats, synth_s = synthesize(repo, args.n, args.jobs, True, scratch)
+        checked, check_s, solved, solve_s = check_and_solve(tasks, config, args.jobs)
+        if compare:
+            whole_tasks, whole_stats, whole_s = synthesize(repo, args.n, args.jobs, False, scratch)
+            same = sorted((t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in tasks) == sorted(
+                (t.instance_id, t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in whole_tasks
+            )
+            whole = {
+                "synthesis_s": round(whole_s, 2),
+                "candidates_per_s": round(whole_stats.candidates / whole_s, 2),
+                "same_tasks": same,
+            }
         latencies, resolved = asyncio.run(grade_reference_fixes(tasks, config, args.jobs, scratch / "bases"))
         plain_tasks = without_bytecode(tasks, scratch)
         plain, plain_resolved = asyncio.run(
@@ -97,9 +146,10 @@ def main() -> None:
         )
     result = {
         "benchmark": "tasks",
-        "repo": args.repo,
+        "repo": repo.name,
         "jobs": args.jobs,
         "clean_suite_tests": stats.clean_passing,
+        "clean_suite_s": round(stats.clean_seconds, 2),
         "candidates": stats.candidates,
         "valid": stats.valid,
         "unnoticed": stats.unnoticed,
@@ -108,11 +158,12 @@ def main() -> None:
         "synthesis_s": round(synth_s, 2),
         "candidates_per_s": round(stats.candidates / synth_s, 2),
         "valid_tasks_per_s": round(stats.valid / synth_s, 2),
-        "whole_suite": {
-            "synthesis_s": round(whole_s, 2),
-            "candidates_per_s": round(whole_stats.candidates / whole_s, 2),
-            "same_tasks": same,
-        },
+        "checked_ok": checked,
+        "check_s": round(check_s, 2),
+        "oracle_solved": solved,
+        "solve_s": round(solve_s, 2),
+        "synth_check_solve_s": round(synth_s + check_s + solve_s, 2),
+        "whole_suite": whole,
         "graded": len(latencies),
         "reference_fix_resolved": resolved,
         "grading_p50_s": round(percentile(latencies, 50), 3),
@@ -124,8 +175,9 @@ def main() -> None:
         },
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
-    print(f"{args.repo}: {stats.valid} tasks from {stats.candidates} candidates in {synth_s:.1f}s "
-          f"({whole_s:.1f}s running whole suites, same tasks: {same}); grading p50 "
+    print(f"{repo.name}: {stats.valid} tasks from {stats.candidates} candidates in {synth_s:.1f}s "
+          f"(whole suites: {whole or 'not compared'}); {checked} check in {check_s:.1f}s, the oracle "
+          f"solves {solved} in {solve_s:.1f}s; grading p50 "
           f"{result['grading_p50_s']}s p99 {result['grading_p99_s']}s "
           f"(without test bytecode {result['without_test_bytecode']['grading_p50_s']}s)")  # fmt: skip
     print(json.dumps(result))

@@ -4,6 +4,9 @@ suite never calls), a task set synthesized from it once per session, and a sandb
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +231,39 @@ def make_src_layout_repo(root: Path) -> Path:
     (repo / ".github" / "workflows" / "tests.yml").write_text("on: push\njobs: {}\n")
     (repo / ".pre-commit-config.yaml").write_text("repos: []\n")
     return repo
+
+
+def git(repo: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=overture", "-c", "user.email=tests@overture.invalid", "-C", str(repo)]
+    return subprocess.run([*command, *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_swebench_instance(
+    repo: Path, bug_file: str, clean: str, buggy: str, test_file: str, test_source: str, passing: list[str]
+) -> dict:
+    """Turn `repo` into a git checkout whose history makes one SWE-bench instance: the clean tree is
+    the environment's setup commit, a commit that changes `clean` into `buggy` in `bug_file` is the
+    base; the gold patch undoes it, the test patch adds `test_file`, whose tests are FAIL_TO_PASS
+    and `passing` PASS_TO_PASS (lists JSON-encoded, as SWE-bench ships them)."""
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "clean")
+    setup = git(repo, "rev-parse", "HEAD")
+    source = (repo / bug_file).read_text()
+    assert source.count(clean) == 1, f"{clean!r} is not once in {bug_file}"
+    (repo / bug_file).write_text(source.replace(clean, buggy))
+    git(repo, "commit", "-q", "-am", "a regression")
+    base = git(repo, "rev-parse", "HEAD")
+    gold = git(repo, "diff", base, setup, "--", bug_file) + "\n"
+    (repo / test_file).write_text(test_source)
+    git(repo, "add", test_file)
+    test_patch = git(repo, "diff", "--cached", "HEAD") + "\n"
+    git(repo, "reset", "-q", "--hard", base)
+    names = re.findall(r"^def (test_\w+)", test_source, re.MULTILINE)
+    return {
+        "repo": f"example/{repo.name}", "instance_id": f"example__{repo.name}-1", "base_commit": base,
+        "patch": gold, "test_patch": test_patch, "problem_statement": "A regression: see the new test.",
+        "hints_text": "", "created_at": "2026-12-01T00:00:00Z", "version": "1.0",
+        "FAIL_TO_PASS": json.dumps([f"{test_file}::{name}" for name in names]),
+        "PASS_TO_PASS": json.dumps(passing), "environment_setup_commit": setup,
+    }  # fmt: skip

@@ -5,15 +5,19 @@ cachetools has a src layout, inflect runtime dependencies (more_itertools, typeg
 folders, humanize a src layout, pytest plugins from its test extra (freezegun, pytest-benchmark,
 pytest-cov), pytest's TOML configuration with `--doctest-modules` and warnings as errors.
 `make test-real` fetches their sdists (the tests download nothing themselves; the environments
-install from the package registry) and runs these tests.
+install from the package registry) and runs these tests. A SWE-bench instance made from the
+cachetools sdist (a git history: the release, then a regression) imports, and its gold patch
+resolves.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from tasks_helpers import make_swebench_instance
 from typer.testing import CliRunner
 
 from overture.cli.main import app
@@ -54,3 +58,33 @@ def test_a_real_repository_gives_tasks_that_check_solve_and_grade(name, tmp_path
     ])  # fmt: skip
     graded = _run("grade", str(out), "--predictions", str(predictions))
     assert graded["resolved"] >= 0.95 * TASKS, graded
+
+
+KEYS_REGRESSION = """from cachetools.keys import hashkey
+
+
+def test_keyword_arguments_are_part_of_the_key():
+    assert hashkey(1, a=2) != hashkey(1, a=3)
+"""
+
+
+@pytest.mark.real
+def test_a_swebench_instance_from_a_real_sdist_imports_and_its_gold_patch_resolves(tmp_path):
+    source = THIRD_PARTY / "cachetools-8.0.3"
+    if not source.is_dir():
+        pytest.fail(f"{source} is missing: `make test-real` fetches it (the tests download nothing)")
+    checkouts = tmp_path / "checkouts"
+    repo = shutil.copytree(source, checkouts / "cachetools")
+    instance = make_swebench_instance(
+        repo, "src/cachetools/keys.py", "        return args + _kwmark + tuple(sorted(kwargs.items()))\n",
+        "        return args + _kwmark\n", "tests/test_regression.py", KEYS_REGRESSION,
+        ["tests/test_keys.py::CacheKeysTest::test_hashkey"],
+    )  # fmt: skip
+    instances = write_jsonl(tmp_path / "instances.jsonl", [instance])
+    out = tmp_path / "set" / "tasks.jsonl"
+    imported = _run("import", str(instances), "--checkouts", str(checkouts), "--out", str(out))
+    assert imported["tasks"] == 1 and len(imported["environments"]) == 1
+    assert _run("check", str(out))["ok"] == 1
+    prediction = {"instance_id": instance["instance_id"], "model_name_or_path": "gold"}
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{**prediction, "model_patch": instance["patch"]}])
+    assert _run("grade", str(out), "--predictions", str(gold))["resolved"] == 1

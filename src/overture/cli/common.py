@@ -25,7 +25,15 @@ def echo(line: str) -> None:
     console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 ConfigPath = Annotated[Path, typer.Argument(help="TOML run configuration, e.g. configs/tiny.toml")]
-Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a key: section.key=value")]
+Overrides = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="override a key, repeatable: section.key=value (e.g. sandbox.cpu_seconds=120, "
+        "tasks.test_timeout_s=300), or a top-level key=value (name, output_dir, seed); "
+        "`overture config show CONFIG` lists every key",
+    ),
+]
 Overwrite = Annotated[bool, typer.Option(help="replace an existing run directory of the same name")]
 Resume = Annotated[bool, typer.Option(help="continue the run from its newest complete checkpoint")]
 

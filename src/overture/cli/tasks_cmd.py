@@ -1,12 +1,12 @@
-"""`overture tasks`: build a repository's environment, synthesize task sets from repositories,
-re-validate them, solve them with the oracle, grade predicted patches.
+"""`overture tasks`: build a repository's environment, synthesize task sets from repositories or
+import SWE-bench instances, re-validate them, solve them with the oracle, grade predicted patches.
 
 Each command prints JSON on stdout (progress goes to stderr), so scripts can read the result:
-`env` the environment's record and where it lies, `synth` what it produced, `check` the bad
-tasks (exit status 1 when there are any), `solve --oracle` what was solved and why the rest was
-not, `grade` one report per prediction in the predictions file's order, each printed once every
-earlier one is, then a summary as the last line (exit status 1 when an entry of the predictions
-file was malformed).
+`env` the environment's record and where it lies, `import` the task set it wrote, `synth` what it
+produced, `check` the bad tasks (exit status 1 when there are any), `solve --oracle` what was
+solved and why the rest was not, `grade` one report per prediction in the predictions file's
+order, each printed once every earlier one is, then a summary as the last line (exit status 1
+when an entry of the predictions file was malformed).
 """
 
 from __future__ import annotations
@@ -128,6 +128,35 @@ def env_command(
     _prepare_environments(tasks)
     environments = sorted({task.environment for task in tasks if task.environment})
     typer.echo(json.dumps({"environments": environments, "seconds": round(time.monotonic() - started, 2)}))
+
+
+@tasks_app.command("import")
+@reports_errors
+def import_command(
+    instances: Annotated[Path, typer.Argument(help="SWE-bench instances (JSONL)")],
+    checkouts: Annotated[
+        Path, typer.Option(help="folder of git checkouts, one per repository: owner__name or name")
+    ],
+    out: Annotated[Path, typer.Option(help="task file to write (snapshots/ and environments/ beside it)")],
+    env: Annotated[
+        bool, typer.Option("--env/--no-env", help="build each repository's environment (see `tasks env`)")
+    ] = True,
+    with_: WithPackages = None,
+    extra: Extras = None,
+) -> None:
+    """Turn SWE-bench instances into a task set over local checkouts: each base_commit's tree as a
+    snapshot, each environment_setup_commit's environment built and recorded. Then check, solve
+    and grade it like any task set (the gold patch, as a prediction, resolves its task)."""
+    from overture.tasks.spec import read_tasks
+    from overture.tasks.swebench import import_instances
+
+    if not checkouts.is_dir():
+        raise typer.BadParameter(f"{checkouts}: not a directory", param_hint="--checkouts")
+    tasks = read_tasks(instances)
+    with console.status(f"importing {len(tasks)} instance(s)"):
+        imported = import_instances(tasks, checkouts, out, _request(with_, extra) if env else None)
+    environments = sorted({task.environment for task in imported if task.environment})
+    typer.echo(json.dumps({"out": str(out), "tasks": len(imported), "environments": environments}))
 
 
 @tasks_app.command("synth")
@@ -281,7 +310,8 @@ def grade_predictions_command(
     )
     run_config = load_config(config, set_ or [])
     reports = []
-    _prepare_environments([task for task in tasks if task.instance_id in {p.instance_id for p in accepted}])
+    predicted = {prediction.instance_id for prediction in accepted}
+    _prepare_environments([task for task in tasks if task.instance_id in predicted])
     if accepted:
         print_in_order = predictions.in_input_order(lambda report: typer.echo(json.dumps(report.to_dict())))
 

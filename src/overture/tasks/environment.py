@@ -56,7 +56,7 @@ UV_TIMEOUT_S = 900
 RECORD_FORMAT = 1
 
 
-class EnvironmentError_(TaskError):
+class RepositoryEnvironmentError(TaskError):
     """An environment that cannot be built or a record that cannot be read; the message says why."""
 
 
@@ -91,7 +91,7 @@ class EnvironmentRecord:
     @classmethod
     def from_dict(cls, data: object, where: str) -> EnvironmentRecord:
         if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
-            raise EnvironmentError_(f"{where}: not an environment record of format {RECORD_FORMAT}")
+            raise RepositoryEnvironmentError(f"{where}: not an environment record of format {RECORD_FORMAT}")
         try:
             record = cls(
                 python=str(data["python"]),
@@ -101,10 +101,10 @@ class EnvironmentRecord:
                 packages=tuple(str(item) for item in data.get("packages", ())),
             )
         except (KeyError, TypeError) as exc:
-            raise EnvironmentError_(f"{where}: environment record lacks or mistypes {exc}") from None
+            raise RepositoryEnvironmentError(f"{where}: environment record lacks or mistypes {exc}") from None
         for path in record.import_paths:
             if path.startswith("/") or ".." in Path(path).parts:
-                raise EnvironmentError_(f"{where}: import path {path!r} leaves the workspace")
+                raise RepositoryEnvironmentError(f"{where}: import path {path!r} leaves the workspace")
         return record
 
 
@@ -119,9 +119,10 @@ def read_record(path: str | Path) -> EnvironmentRecord:
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
-        raise EnvironmentError_(f"{path}: environment record not readable: {exc.strerror or exc}") from None
+        why = exc.strerror or exc
+        raise RepositoryEnvironmentError(f"{path}: environment record not readable: {why}") from None
     except json.JSONDecodeError as exc:
-        raise EnvironmentError_(f"{path}: environment record is not JSON: {exc}") from None
+        raise RepositoryEnvironmentError(f"{path}: environment record is not JSON: {exc}") from None
     return EnvironmentRecord.from_dict(data, str(path))
 
 
@@ -135,7 +136,7 @@ def interpreter() -> Path:
         candidate = Path(sys.base_prefix) / "bin" / name
         if candidate.is_file():
             return candidate.resolve()
-    raise EnvironmentError_(f"no interpreter found under {sys.base_prefix}/bin to make environments from")
+    raise RepositoryEnvironmentError(f"no interpreter under {sys.base_prefix}/bin to make environments from")
 
 
 def environments_root() -> Path:
@@ -147,7 +148,7 @@ def environments_root() -> Path:
 
 
 def uv(*args: str | Path, cwd: Path | None = None) -> str:
-    """Run uv; its stdout, or `EnvironmentError_` with the end of what it said."""
+    """Run uv; its stdout, or `RepositoryEnvironmentError` with the end of what it said."""
     from uv import find_uv_bin  # the `uv` package: the binary and where it lies
 
     command = [find_uv_bin(), *map(str, args)]
@@ -157,10 +158,10 @@ def uv(*args: str | Path, cwd: Path | None = None) -> str:
             command, cwd=cwd, capture_output=True, text=True, timeout=UV_TIMEOUT_S, env=environ
         )
     except subprocess.TimeoutExpired:
-        raise EnvironmentError_(f"`uv {args[0]} {args[1]}` ran past {UV_TIMEOUT_S}s") from None
+        raise RepositoryEnvironmentError(f"`uv {args[0]} {args[1]}` ran past {UV_TIMEOUT_S}s") from None
     if done.returncode != 0:
         said = output_tail(done.stderr or done.stdout, 1500)
-        raise EnvironmentError_(f"`uv {args[0]} {args[1]}` failed (exit {done.returncode}): {said}")
+        raise RepositoryEnvironmentError(f"`uv {args[0]} {args[1]}` failed (exit {done.returncode}): {said}")
     return done.stdout
 
 
@@ -312,7 +313,7 @@ def ensure_environment(record: EnvironmentRecord, repo: Path, name: str = "") ->
     """The environment of `record`, built from it (and the repository's metadata from `repo`)
     unless the cache already holds it."""
     if record.python != python_version():
-        raise EnvironmentError_(
+        raise RepositoryEnvironmentError(
             f"the environment was made for Python {record.python}; overture runs Python {python_version()}"
         )
     name = name or repo.resolve().name
@@ -358,7 +359,7 @@ def python_for(task: Task) -> PythonEnvironment | None:
     if not task.environment:
         return None
     if not task.base:
-        raise EnvironmentError_(f"task {task.instance_id} names an environment but no base to build it for")
+        raise RepositoryEnvironmentError(f"task {task.instance_id}: an environment but no base to build on")
     return _python_of(task.environment, task.base)
 
 

@@ -80,6 +80,7 @@ class SynthesisStats:
     timed_out: int = 0
     errors: int = 0
     clean_passing: int = 0
+    clean_seconds: float = 0.0  # the suite's run on the clean code, which set the run limits
     seconds: float = 0.0
 
 
@@ -192,7 +193,9 @@ class Synthesizer:
         self.pool, self.baseline, self.config = pool, baseline, config
         self.seed = seed
         self.limits = suite_limits(baseline.seconds)
-        self.stats = SynthesisStats(repo=baseline.repo, clean_passing=len(baseline.passed))
+        self.stats = SynthesisStats(
+            repo=baseline.repo, clean_passing=len(baseline.passed), clean_seconds=round(baseline.seconds, 2)
+        )
         self._sources: dict[str, str] = {}
         self._seen: set[str] = set()
 

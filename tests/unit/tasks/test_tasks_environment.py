@@ -16,8 +16,8 @@ from overture.config import SandboxConfig
 from overture.sandbox import SandboxPool
 from overture.sandbox.python_env import PythonEnvironment
 from overture.tasks.environment import (
-    EnvironmentError_,
     EnvironmentRecord,
+    RepositoryEnvironmentError,
     as_python,
     import_paths,
     read_record,
@@ -67,9 +67,9 @@ def test_a_record_round_trips_and_its_key_is_its_content(tmp_path):
 def test_a_bad_record_is_named(tmp_path, text, named):
     path = tmp_path / "env.json"
     path.write_text(text)
-    with pytest.raises(EnvironmentError_, match=named):
+    with pytest.raises(RepositoryEnvironmentError, match=named):
         read_record(path)
-    with pytest.raises(EnvironmentError_, match="not readable"):
+    with pytest.raises(RepositoryEnvironmentError, match="not readable"):
         read_record(tmp_path / "missing.json")
 
 
@@ -108,7 +108,7 @@ def test_overtures_python_loads_no_plugin_and_an_environment_loads_its_own(tmp_p
 
 def test_what_uv_cannot_install_is_named(tmp_path):
     repo = make_src_layout_repo(tmp_path)
-    with pytest.raises(EnvironmentError_, match="no-such-package-overture-test"):
+    with pytest.raises(RepositoryEnvironmentError, match="no-such-package-overture-test"):
         resolve_environment(repo, packages=("no-such-package-overture-test",))
 
 
