@@ -24,7 +24,10 @@ from overture.cli.common import Overrides, console, reports_errors
 from overture.config import load_config
 
 tasks_app = typer.Typer(
-    no_args_is_help=True, help="Verifiable coding tasks: synthesize, check, solve, grade."
+    no_args_is_help=True,
+    help="Verifiable coding tasks from your repositories. The path: `env --repo DIR` (the environment its "
+    "tests run in; synth builds it too), `synth --repo DIR` (or `import` SWE-bench instances), `check`, "
+    "`solve --oracle`, `grade --predictions`. Each prints JSON.",
 )
 
 TaskFile = Annotated[Path, typer.Argument(help="JSONL task file")]
@@ -162,7 +165,7 @@ def import_command(
 @tasks_app.command("synth")
 @reports_errors
 def synth(
-    out: Annotated[Path, typer.Option(help="task file to write (snapshots go to snapshots/ beside it)")],
+    out: Annotated[Path, typer.Option(help="task file to write (snapshots/ and environments/ beside it)")],
     n: Annotated[int, typer.Option("--n", help="tasks to synthesize, spread evenly over the repositories")],
     repo: Annotated[
         list[Path] | None, typer.Option(help="repository with a pytest suite (repeatable)")
@@ -186,8 +189,9 @@ def synth(
     config: ConfigOption = None,
     set_: Overrides = None,
 ) -> None:
-    """Synthesize bugs in Python repositories, keep those a test notices, and write them as tasks
-    (with each repository's environment recorded beside them: check, solve and grade need no flag)."""
+    """Synthesize bugs in Python repositories, keep those a test notices, and write them as tasks,
+    with each repository's environment and measured run limits recorded: check, solve and grade
+    need no flag."""
     from overture.tasks.task_sets import build_task_set, bundled_repos, summary
 
     if n < 1:

@@ -29,6 +29,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,7 @@ WORKSPACE_PTH = "_overture_workspace.pth"
 RECORD_NAME = "overture-environment.json"  # inside a built environment: it is complete
 ENVIRONMENTS = "environments"  # a task set's folder of records, beside `snapshots/`
 UV_TIMEOUT_S = 900
+PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
 RECORD_FORMAT = 1
 
 
@@ -90,18 +92,26 @@ class EnvironmentRecord:
 
     @classmethod
     def from_dict(cls, data: object, where: str) -> EnvironmentRecord:
+        """A record from JSON, every field checked: the pins go to `uv pip install` as they are, so
+        a line that is not `name==version` (an option such as `--index-url`) is refused."""
         if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
             raise RepositoryEnvironmentError(f"{where}: not an environment record of format {RECORD_FORMAT}")
-        try:
-            record = cls(
-                python=str(data["python"]),
-                requirements=tuple(str(item) for item in data["requirements"]),
-                projects=tuple(str(item) for item in data.get("projects", ())),
-                import_paths=tuple(str(item) for item in data.get("import_paths", (".",))),
-                packages=tuple(str(item) for item in data.get("packages", ())),
-            )
-        except (KeyError, TypeError) as exc:
-            raise RepositoryEnvironmentError(f"{where}: environment record lacks or mistypes {exc}") from None
+
+        def strings(key: str, default: tuple[str, ...] | None = None) -> tuple[str, ...]:
+            value = data.get(key, default)
+            if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+                raise RepositoryEnvironmentError(f"{where}: {key} must be a list of strings")
+            return tuple(value)
+
+        if not isinstance(data.get("python"), str):
+            raise RepositoryEnvironmentError(f"{where}: python must be a version string such as '3.11'")
+        record = cls(
+            data["python"], strings("requirements"), strings("projects", ()), strings("import_paths", (".",)),
+            strings("packages", ()),
+        )  # fmt: skip
+        for pin in record.requirements:
+            if not PIN.fullmatch(pin):
+                raise RepositoryEnvironmentError(f"{where}: requirement {pin!r} is not name==version")
         for path in record.import_paths:
             if path.startswith("/") or ".." in Path(path).parts:
                 raise RepositoryEnvironmentError(f"{where}: import path {path!r} leaves the workspace")

@@ -57,7 +57,13 @@ def test_a_record_round_trips_and_its_key_is_its_content(tmp_path):
     [
         ("{not json", "not JSON"),
         ('{"format": 7}', "format 1"),
-        ('{"format": 1, "python": "3.11"}', "lacks or mistypes 'requirements'"),
+        ('{"format": 1, "python": "3.11"}', "requirements must be a list of strings"),
+        ('{"format": 1, "python": "3.11", "requirements": "pytest==9"}', "requirements must be a list"),
+        ('{"format": 1, "python": 3.11, "requirements": []}', "python must be a version string"),
+        (
+            '{"format": 1, "python": "3.11", "requirements": ["--index-url=http://x/"]}',
+            "'--index-url=http://x/' is not name==version",
+        ),
         (
             '{"format": 1, "python": "3.11", "requirements": [], "import_paths": ["../up"]}',
             "leaves the workspace",
