@@ -60,6 +60,10 @@ def test_a_real_repository_gives_tasks_that_check_solve_and_grade(name, tmp_path
     assert graded["resolved"] >= 0.95 * TASKS, graded
 
 
+# hashkey's line, not methodkey's (the same line, further down): with its docstring in front.
+HASHKEY_BODY = '    """Return a cache key for the specified hashable arguments."""\n\n    if kwargs:\n'
+HASHKEY_BODY += "        return args + _kwmark + "
+
 KEYS_REGRESSION = """from cachetools.keys import hashkey
 
 
@@ -76,9 +80,9 @@ def test_a_swebench_instance_from_a_real_sdist_imports_and_its_gold_patch_resolv
     checkouts = tmp_path / "checkouts"
     repo = shutil.copytree(source, checkouts / "cachetools")
     instance = make_swebench_instance(
-        repo, "src/cachetools/keys.py", "        return args + _kwmark + tuple(sorted(kwargs.items()))\n",
-        "        return args + _kwmark\n", "tests/test_regression.py", KEYS_REGRESSION,
-        ["tests/test_keys.py::CacheKeysTest::test_hashkey"],
+        repo, "src/cachetools/keys.py", HASHKEY_BODY + "tuple(sorted(kwargs.items()))\n",
+        HASHKEY_BODY + "()\n", "tests/test_regression.py", KEYS_REGRESSION,
+        [f"tests/test_keys.py::CacheKeysTest::test_{name}" for name in ("methodkey", "typedkey")],
     )  # fmt: skip
     instances = write_jsonl(tmp_path / "instances.jsonl", [instance])
     out = tmp_path / "set" / "tasks.jsonl"
