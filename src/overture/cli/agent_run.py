@@ -20,6 +20,7 @@ from overture.agent import Episode, ScriptedPolicy, ToolContext, ToolSet, Trajec
 from overture.config import RunConfig
 from overture.orchestration.engine_policy import EnginePolicy
 from overture.sandbox import SandboxError, SandboxPool
+from overture.sandbox.python_env import PythonEnvironment
 from overture.text import Tokenizer, train_default_tokenizer
 
 RESPONSE_PREVIEW_LINES = 15
@@ -87,9 +88,11 @@ async def run_agent(
     tokenizer: Tokenizer,
     config: RunConfig,
     echo: Callable[[str], None],
+    python: PythonEnvironment | None = None,
 ) -> tuple[Trajectory, str]:
-    """One episode over a copy-on-write sandbox of `repo`; its trajectory and the final diff."""
-    async with SandboxPool(config.sandbox) as pool, pool.sandbox(repo) as box:
+    """One episode over a copy-on-write sandbox of `repo` (its commands on `python`, when given, else
+    overture's own); its trajectory and the final diff."""
+    async with SandboxPool(config.sandbox) as pool, pool.sandbox(repo, python) as box:
         episode = Episode(
             policy, box, tokenizer, instruction, config=config.agent, task_id=repo.name,
             observer=printing_observer(echo),
@@ -142,5 +145,6 @@ def run_episode_sync(
     tokenizer: Tokenizer,
     config: RunConfig,
     echo: Callable[[str], None],
+    python: PythonEnvironment | None = None,
 ) -> tuple[Trajectory, str]:
-    return asyncio.run(run_agent(repo, instruction, policy, tokenizer, config, echo))
+    return asyncio.run(run_agent(repo, instruction, policy, tokenizer, config, echo, python))

@@ -149,6 +149,14 @@ def agent(
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer directory, if not the model's")] = None,
     apply: Annotated[bool, typer.Option(help="write the final diff back to the repository")] = False,
     out: Annotated[Path | None, typer.Option(help="write the trajectory (JSON) to this file")] = None,
+    env: Annotated[
+        bool,
+        typer.Option(
+            "--env/--no-env",
+            help="its commands run in an environment built for the repository (`overture tasks env`: its "
+            "dependencies, test extras, pytest and plugins), not on overture's own Python",
+        ),
+    ] = False,
     config: Annotated[Path | None, typer.Option(help="TOML run configuration")] = None,
     set_: Overrides = None,
 ) -> None:
@@ -160,12 +168,18 @@ def agent(
     if not repo.is_dir():
         raise typer.BadParameter(f"{repo}: not a directory", param_hint="--repo")
     run_config = load_config(config, set_ or [])
+    python = None
+    if env:
+        from overture.tasks.environment import as_python, resolve_environment
+
+        echo(f"── building the environment of {repo}")
+        python = as_python(resolve_environment(repo)[1])
     try:
         policy, tok = make_policy(model, script, tokenizer, run_config)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     try:
-        trajectory, diff = run_episode_sync(repo, instruction, policy, tok, run_config, echo)
+        trajectory, diff = run_episode_sync(repo, instruction, policy, tok, run_config, echo, python)
     finally:
         if hasattr(policy, "close"):
             policy.close()

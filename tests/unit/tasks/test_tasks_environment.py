@@ -8,6 +8,7 @@ import json
 import shutil
 
 import pytest
+from agent_helpers import call_text
 from tasks_helpers import make_numbers_repo, make_src_layout_repo
 from typer.testing import CliRunner
 
@@ -149,3 +150,18 @@ def test_a_src_layout_repository_with_dependencies_and_plugins_end_to_end(tmp_pa
                                  "--set", "agent.search_backend=bm25"])  # fmt: skip
     assert solved.exit_code == 0, solved.output
     assert _json(solved.stdout)["solved"] == 4
+
+
+def test_the_agent_on_a_users_repository_runs_its_tests_in_the_repositorys_environment(tmp_path):
+    repo = make_src_layout_repo(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        call_text(("run_terminal_cmd", {"command": "python -m pytest -q 2>&1 | tail -1"})),
+        call_text(("finish", {"summary": "ran the tests"})),
+    ]))  # fmt: skip
+    out = tmp_path / "trajectory.json"
+    args = ["agent", "--repo", str(repo), "--script", str(script), "--out", str(out), "--env",
+            "--set", "agent.search_backend=bm25", "Run the tests."]  # fmt: skip
+    ran = runner.invoke(app, args)
+    assert ran.exit_code == 0, ran.output
+    assert "5 passed" in json.dumps(json.loads(out.read_text())["turns"])
