@@ -12,6 +12,7 @@ import pytest
 
 from overture.config import RunConfig
 from overture.sandbox import SandboxPool
+from overture.tasks.check import check_task
 from overture.tasks.mutations import find_mutations
 from overture.tasks.pytest_report import run_pytest
 from overture.tasks.run_limits import RunLimits
@@ -228,3 +229,61 @@ def test_baseline_keeps_test_bytecode_in_the_snapshot_and_a_changed_test_runs_an
     run = asyncio.run(run_changed())
     assert run.outcomes["tests/test_a.py::test_double"] == "FAILED"
     assert run.outcomes["tests/test_a.py::test_box"] == "PASSED"
+
+
+LEAKY_STATE = '''_current = {"locale": None}
+
+
+def activate(locale):
+    _current["locale"] = locale
+
+
+def deactivate():
+    _current["locale"] = None
+
+
+def greet():
+    return "hello" if _current["locale"] is None else "bonjour"
+'''
+LEAKY_I18N_TESTS = '''from leaky.state import activate, deactivate, greet
+
+
+def test_activate_then_deactivate():
+    activate("fr")
+    assert greet() == "bonjour"
+    deactivate()
+    assert greet() == "hello"
+'''
+LEAKY_GREET_TESTS = "from leaky.state import greet\n\n\n" + "".join(
+    f"def test_greet_{i}():\n    assert greet() == 'hello'\n\n\n" for i in range(3)
+)
+
+
+def test_pass_to_pass_leaves_out_tests_a_bug_breaks_through_state_it_leaves_behind(tmp_path):
+    # `deactivate` is called by one test file only; with it broken, the locale that file sets stays
+    # set, and the other file's tests (which never call it) fail when both run, as grading runs them.
+    repo = tmp_path / "leaky"
+    (repo / "leaky").mkdir(parents=True)
+    (repo / "leaky" / "__init__.py").write_text("")
+    (repo / "leaky" / "state.py").write_text(LEAKY_STATE)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_i18n.py").write_text(LEAKY_I18N_TESTS)
+    (repo / "tests" / "test_greet.py").write_text(LEAKY_GREET_TESTS)
+    snapshot = store_snapshot(repo, tmp_path / "snapshots")
+    config = RunConfig.model_validate({"tasks": {"pass_to_pass": 10}})
+
+    async def main():
+        async with SandboxPool(config.sandbox) as pool:
+            baseline = await run_baseline(pool, "leaky", snapshot, "python -m pytest", LIMITS_60S)
+            synthesizer = Synthesizer(pool, baseline, config.tasks, seed=0)
+            candidates = [
+                mutation for mutation in ordered_candidates(snapshot, ["leaky/state.py"], seed=0)
+                if mutation.function == "deactivate" and mutation.kind == "remove_statement"
+            ]  # fmt: skip
+            (task,) = await synthesizer.run(candidates, wanted=1, jobs=1, progress=None)
+            return task, await check_task(pool, task, config.tasks)
+
+    task, checked = asyncio.run(main())
+    assert task.FAIL_TO_PASS == ["tests/test_i18n.py::test_activate_then_deactivate"]
+    assert not any(test.startswith("tests/test_greet.py") for test in task.PASS_TO_PASS)
+    assert checked.ok, checked.problems
