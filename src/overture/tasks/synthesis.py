@@ -13,12 +13,11 @@
    mutated file is written in and the test files that call the mutated function run (the whole
    suite without a test map; none, and the candidate is dropped as unnoticed, when no test calls
    it). A candidate becomes a task only if at least one test that passed on the clean code no
-   longer passes: those tests are FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests still
-   passing (those of the files not run among them: they never call the function). When the
-   sample holds tests of files that were not run, the task's files then run together, as
-   grading will run them: a test the bug breaks there through state it leaves behind (a cleanup
-   it skips) is not kept in PASS_TO_PASS. A run past the repository's run limits (a mutation
-   that loops) is dropped.
+   longer passes: those tests are FAIL_TO_PASS; PASS_TO_PASS is a sample of the tests that ran
+   beside them and still passed. (Not of the files that were not run: a test there can still
+   see the bug, through state the bug leaves behind — a cleanup it skips — when grading runs its
+   file after the task's, and checking each would cost a second run of most of the suite.) A
+   run past the repository's run limits (a mutation that loops) is dropped.
 4. The problem statement is written from the failure (`overture.tasks.statement`), never from
    the change. `setup_patch` makes the bug from the snapshot; `patch` is the reference fix.
 5. Splits: all tasks of a repository in `tasks.heldout_repos`, all tasks of a share
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overture.config import TasksConfig
-from overture.sandbox import Sandbox, SandboxPool
+from overture.sandbox import SandboxPool
 from overture.sandbox.diff import file_diff
 from overture.sandbox.python_env import PythonEnvironment
 from overture.tasks.environment import (
@@ -53,7 +52,7 @@ from overture.tasks.environment import (
 )
 from overture.tasks.fixed_draw import fixed_draw
 from overture.tasks.mutations import Mutation, MutationError, apply_mutation, find_mutations
-from overture.tasks.pytest_report import PytestRun, is_test_file, outcome_passes, run_pytest, test_files
+from overture.tasks.pytest_report import is_test_file, outcome_passes, run_pytest, test_files
 from overture.tasks.run_failure import explain_run
 from overture.tasks.run_limits import RECORD_KEY as RUN_LIMITS
 from overture.tasks.run_limits import RunLimits, clean_run_limits, suite_limits
@@ -226,16 +225,6 @@ class Synthesizer:
         test_map = self.baseline.test_map
         return None if test_map is None else test_map.files_for(mutation.path, mutation.function)
 
-    async def _run(self, box: Sandbox, targets: list[str]) -> PytestRun | None:
-        """The candidate's tests (files, or the files of test ids) under the repository's run limits;
-        None, counted, when they run past them."""
-        limits, command = self.limits, self.baseline.test_cmd
-        run = await run_pytest(box, command, targets, limits.timeout_s, cpu_seconds=limits.cpu_seconds)
-        if run.result.timed_out:
-            self.stats.timed_out += 1
-            return None
-        return run
-
     async def validate(self, mutation: Mutation, mutated: str) -> Task | None:
         """Run the tests that call the mutated function on the mutated code; the task, if some
         test notices."""
@@ -244,35 +233,27 @@ class Synthesizer:
             self.stats.unnoticed += 1
             self.stats.uncovered += 1
             return None
-        passed, xfail = self.baseline.passed, self.baseline.xfail
         async with self.pool.sandbox(self.baseline.snapshot, self.baseline.python) as box:
             box.files.write_text(mutation.path, mutated)
-            run = await self._run(box, [] if files is None else files)
-            if run is None:
-                return None
-            tested = passed if files is None else [test for test in passed if test_files([test])[0] in files]
-            broken = [test for test in tested if not outcome_passes(test, run.outcomes.get(test), xfail)]
-            if not broken:
-                self.stats.unnoticed += 1
-                return None
-            # No hint of the kind of bug in the id (nor in any path the agent can see).
-            instance_id = f"{self.baseline.repo}-{candidate_digest(mutation.path, mutated)[:10]}"
-            noticed = set(broken)
-            still = [test for test in passed if test not in noticed]
-            rng = random.Random(f"{self.seed}:{instance_id}")
-            sampled = set(rng.sample(still, min(self.config.pass_to_pass, len(still))))
-            if files is not None and any(test_files([test])[0] not in files for test in sampled):
-                # Files that never call the function can still see the bug through state it leaves
-                # behind (a cleanup it breaks): run the task's files together, as grading will.
-                confirmed = await self._run(box, [*broken, *sorted(sampled)])
-                if confirmed is None:
-                    return None
-                together = confirmed.outcomes
-                broken = [test for test in broken if not outcome_passes(test, together.get(test), xfail)]
-                sampled = {test for test in sampled if outcome_passes(test, together.get(test), xfail)}
-                if not broken:
-                    self.stats.unnoticed += 1
-                    return None
+            targets, limits = [] if files is None else files, self.limits
+            run = await run_pytest(
+                box, self.baseline.test_cmd, targets, limits.timeout_s, cpu_seconds=limits.cpu_seconds
+            )
+        if run.result.timed_out:
+            self.stats.timed_out += 1
+            return None
+        passed, xfail = self.baseline.passed, self.baseline.xfail
+        tested = passed if files is None else [test for test in passed if test_files([test])[0] in files]
+        broken = [test for test in tested if not outcome_passes(test, run.outcomes.get(test), xfail)]
+        if not broken:
+            self.stats.unnoticed += 1
+            return None
+        # No hint of the kind of bug in the id (nor in any path the agent can see).
+        instance_id = f"{self.baseline.repo}-{candidate_digest(mutation.path, mutated)[:10]}"
+        noticed = set(broken)
+        still = [test for test in tested if test not in noticed]
+        rng = random.Random(f"{self.seed}:{instance_id}")
+        sampled = set(rng.sample(still, min(self.config.pass_to_pass, len(still))))
         clean = self.source(mutation.path)
         broken_set = set(broken)
         statement = write_statement(

@@ -15,6 +15,7 @@ from overture.sandbox import SandboxPool
 from overture.tasks.check import check_task
 from overture.tasks.mutations import find_mutations
 from overture.tasks.pytest_report import run_pytest
+from overture.tasks.pytest_report import test_files as files_of
 from overture.tasks.run_limits import RunLimits
 from overture.tasks.snapshots import repository_files, store_snapshot
 from overture.tasks.synthesis import Synthesizer, ordered_candidates, run_baseline
@@ -197,17 +198,25 @@ def test_selected_tests_give_the_same_tasks_as_the_whole_suite(tmp_path):
                 synthesizer = Synthesizer(pool, baseline, config.tasks, seed=0)
                 candidates = ordered_candidates(snapshot, ["mini_kit/core.py"], seed=0)
                 tasks = await synthesizer.run(candidates, wanted=100, jobs=2, progress=None)
-                return {t.instance_id: t for t in tasks}, synthesizer.stats
+                return {t.instance_id: t for t in tasks}, synthesizer.stats, baseline.test_map
 
         return asyncio.run(main())
 
-    (selected, stats), (whole, whole_stats) = synthesize(True), synthesize(False)
+    (selected, stats, test_map), (whole, whole_stats, _) = synthesize(True), synthesize(False)
     assert list(selected) == list(whole) and len(selected) >= 5  # the same tasks in the same order
     for instance_id, task in selected.items():
         other = whole[instance_id]
-        assert (task.FAIL_TO_PASS, task.PASS_TO_PASS, without_addresses(task.problem_statement)) == (
-            other.FAIL_TO_PASS, other.PASS_TO_PASS, without_addresses(other.problem_statement),
+        assert (task.FAIL_TO_PASS, without_addresses(task.problem_statement)) == (
+            other.FAIL_TO_PASS, without_addresses(other.problem_statement),
         )  # fmt: skip
+    # PASS_TO_PASS: tests that ran beside the bug, so only of the files that call its function
+    # (all files for a function called everywhere: at import, from a session fixture).
+    where = {key: (t.metadata["file"], t.metadata["function"]) for key, t in selected.items()}
+    calling = {key: test_map.files_for(*site) for key, site in where.items()}
+    assert any(files is not None for files in calling.values())
+    for instance_id, task in selected.items():
+        files = calling[instance_id]
+        assert task.PASS_TO_PASS and (files is None or set(files_of(task.PASS_TO_PASS)) <= set(files))
     assert stats.uncovered > 0 and whole_stats.uncovered == 0  # `untested` never ran
     assert stats.unnoticed == whole_stats.unnoticed and stats.valid == whole_stats.valid
 
