@@ -188,6 +188,11 @@ def import_paths(repo: Path) -> tuple[str, ...]:
     return ("src",) if has_module else (".",)
 
 
+def normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them (`Python_Dateutil` is `python-dateutil`)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
 def installable(repo: Path) -> bool:
     return (repo / "pyproject.toml").is_file() or (repo / "setup.py").is_file()
 
@@ -299,11 +304,10 @@ def resolve_environment(
             uv("pip", "install", "--python", python, *wanted, "pytest", *packages, cwd=copy)
             projects = installed_from(building, copy)
         frozen = uv("pip", "freeze", "--python", python).splitlines()
-        own = {dist_info.name.split("-", 1)[0].lower().replace("_", "-") for dist_info in projects}
+        own = {normalized(dist_info.name.split("-", 1)[0]) for dist_info in projects}
         requirements = sorted(
             line.strip() for line in frozen
-            if "==" in line and " @ " not in line
-            and line.split("==", 1)[0].strip().lower().replace("_", "-") not in own
+            if "==" in line and " @ " not in line and normalized(line.split("==", 1)[0]) not in own
         )  # fmt: skip
         for dist_info in projects:
             keep_metadata_only(building, dist_info)
