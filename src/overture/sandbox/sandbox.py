@@ -68,7 +68,6 @@ class Sandbox:
         self._etc = etc
         self._cgroups = cgroups
         self._ids = ids
-        self.python = python
         self._env = sandbox_env(python)
         self.closed = False
 
