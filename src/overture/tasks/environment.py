@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlparse
 from overture.sandbox import WORKSPACE_MOUNT
 from overture.sandbox.python_env import PythonEnvironment
 from overture.tasks.run_failure import output_tail
-from overture.tasks.snapshots import repository_files
+from overture.tasks.snapshots import store_snapshot
 from overture.tasks.spec import Task, TaskError
 
 TEST_EXTRAS = ("test", "tests", "testing")
@@ -202,12 +202,7 @@ def source_copy(repo: Path) -> Iterator[Path]:
     """The repository's files (as a snapshot holds them) in a temporary folder, so that building it
     (which writes `build/`, `*.egg-info`) leaves the repository itself untouched."""
     with tempfile.TemporaryDirectory(prefix="overture-env-source-") as folder:
-        copy = Path(folder) / repo.resolve().name
-        for rel in repository_files(repo):
-            target = copy / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / rel, target, follow_symlinks=False)
-        yield copy
+        yield store_snapshot(repo, folder)
 
 
 def site_packages(prefix: Path) -> Path:
