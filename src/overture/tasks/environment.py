@@ -18,7 +18,9 @@ list, then the repository's metadata from the task's snapshot). Environments liv
 distinct record, built once (under a lock), shared read-only by every sandbox of that repository
 (`overture.sandbox.python_env`). A Python of another version than the running one is an error
 that names both; so is a repository uv cannot install (the message is uv's own, its end kept).
-Compiled extensions build only where the machine has their compilers and headers.
+Compiled extensions build only where the machine has their compilers and headers. Building runs
+the repository's build backend on the host, as `pip install` would: environments are built from a
+task set's snapshots (never from a policy's workspace), for repositories one would install.
 """
 
 from __future__ import annotations
