@@ -241,16 +241,15 @@ def keep_metadata_only(prefix: Path, dist_info: Path) -> None:
             folder.rmdir()  # only those left empty go
 
 
-def install_repository_metadata(prefix: Path, repo: Path) -> tuple[str, ...]:
-    """Install `repo` without its dependencies, then keep only its metadata; its distributions."""
+def install_repository_metadata(prefix: Path, repo: Path) -> None:
+    """Install `repo` without its dependencies, then keep only its metadata."""
     if not installable(repo):
-        return ()
+        return
     with source_copy(repo) as copy:
         uv("pip", "install", "--python", prefix / "bin" / "python", "--no-deps", copy)
         dist_infos = installed_from(prefix, copy)
     for dist_info in dist_infos:
         keep_metadata_only(prefix, dist_info)
-    return tuple(sorted(name.name.split("-", 1)[0] for name in dist_infos))
 
 
 def finish(prefix: Path, record: EnvironmentRecord) -> None:

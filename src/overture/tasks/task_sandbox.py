@@ -17,6 +17,6 @@ async def task_sandbox(pool: SandboxPool, task: Task) -> AsyncIterator[Sandbox]:
     """A sandbox of `pool` over `task`'s starting workspace (`starting_base`) whose commands run
     the environment the task names (built on first use), or the pool's Python."""
     base = await asyncio.to_thread(starting_base, task)
-    python = await asyncio.to_thread(python_for, task)
+    python = await asyncio.to_thread(python_for, task) if task.environment else None
     async with pool.sandbox(base, python) as box:
         yield box
