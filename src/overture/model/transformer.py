@@ -20,6 +20,7 @@ from overture.model.layers import PrecisionLinear, RMSNorm, RotaryEmbedding, Swi
 from overture.model.linear_cross_entropy import linear_cross_entropy
 from overture.model.moe import GroupedExperts, MoEBlock, Router, RouterOutput, load_balancing_loss
 from overture.model.segments import SegmentLayout
+from overture.runtime.vector_math import settle_vector_math
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Transformer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        settle_vector_math()  # before any op of this process runs on several threads
         # Its own copy: the model changes it (e.g. `set_precision`), and a run's config may be shared.
         self.config = config.model_copy(deep=True)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
