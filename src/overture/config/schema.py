@@ -414,8 +414,12 @@ class TasksConfig(Section):
     reward: Literal["binary", "fraction"] = Field(
         "binary", description="'binary': 1 when resolved; 'fraction': passing share of FAIL_TO_PASS"
     )
-    max_turns: int = Field(8, gt=0)
-    turn_cost: float = Field(0.0, ge=0, description="subtracted from the reward per assistant turn")
+    turn_cost: float = Field(
+        0.0,
+        ge=0,
+        description="share of the score taken per assistant turn: a score s after t turns earns "
+        "s * (1 - turn_cost * t); a failure earns 0 however long it took",
+    )
     invalid_call_cost: float = Field(0.0, ge=0, description="subtracted from the reward per invalid call")
     test_timeout_s: float = Field(
         120.0, gt=0, description="wall-clock limit of one test run of a task without measured run_limits"
@@ -603,3 +607,13 @@ class RunConfig(Section):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+
+    @model_validator(mode="after")
+    def _check_turn_cost(self) -> RunConfig:
+        if self.tasks.turn_cost * self.agent.max_turns >= 1:
+            raise ValueError(
+                f"tasks.turn_cost = {self.tasks.turn_cost:g} with agent.max_turns = "
+                f"{self.agent.max_turns}: an episode resolved at its last turn would earn nothing; "
+                f"keep turn_cost below 1 / max_turns = {1 / self.agent.max_turns:.4g}"
+            )
+        return self

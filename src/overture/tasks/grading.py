@@ -25,9 +25,11 @@ those (so code that calls `pytest.xfail()` does not turn a failure into a pass).
 FAILED, ERROR, SKIPPED, not reported — does not pass. `resolved`: every FAIL_TO_PASS passes and
 every PASS_TO_PASS still passes; `partial`: some FAIL_TO_PASS pass, PASS_TO_PASS intact;
 otherwise `none`. The score is 1/0 for `resolved` (`tasks.reward = "binary"`) or the passing
-share of FAIL_TO_PASS with PASS_TO_PASS intact (`"fraction"`). Efficiency terms
-(`tasks.turn_cost` per assistant turn, `tasks.invalid_call_cost` per invalid call) are
-subtracted and reported on their own. `grade` never raises: whatever fails inside it (restoring,
+share of FAIL_TO_PASS with PASS_TO_PASS intact (`"fraction"`). Efficiency terms are taken off
+the score and reported on their own: `tasks.turn_cost`, a share of the score per assistant turn
+(so a failure costs nothing more for being long: RL is never taught to give up sooner, and being
+right outweighs being fast while turn_cost × max_turns < 1), and `tasks.invalid_call_cost` per
+invalid call. `grade` never raises: whatever fails inside it (restoring,
 diffing, running, reading) is a grade of 0, resolution `none`, reason `grading failed: ...`.
 
 Threat model. The code under test runs inside the pytest process, so it can change anything
@@ -244,8 +246,9 @@ async def _grade(task: Task, sandbox: Sandbox, config: TasksConfig, started: flo
 def reward(
     grade: Grade, config: TasksConfig, turns: int = 0, invalid_calls: int = 0
 ) -> tuple[float, dict[str, Any]]:
-    """The episode's reward and its terms: the task score minus the efficiency costs."""
-    turn_cost = config.turn_cost * turns
+    """The episode's reward and its terms: the task score less its share per turn
+    (`tasks.turn_cost`), minus the cost of invalid calls."""
+    turn_cost = grade.score * config.turn_cost * turns
     invalid_cost = config.invalid_call_cost * invalid_calls
     info = {
         "score": grade.score,

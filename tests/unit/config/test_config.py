@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from overture.config import ConfigError, RunConfig, config_to_toml, load_config, save_config
 
@@ -96,3 +97,9 @@ def test_saved_config_reloads_identically(tmp_path):
     save_config(config, tmp_path / "config.toml")
     assert load_config(tmp_path / "config.toml") == config
     assert "[model]" in config_to_toml(config)
+
+
+def test_a_turn_cost_that_would_leave_a_late_fix_nothing_is_refused():
+    with pytest.raises(ValidationError, match=r"turn_cost below 1 / max_turns = 0\.125"):
+        RunConfig.model_validate({"tasks": {"turn_cost": 0.125}, "agent": {"max_turns": 8}})
+    assert RunConfig.model_validate({"tasks": {"turn_cost": 0.1}, "agent": {"max_turns": 8}})

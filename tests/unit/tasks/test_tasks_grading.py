@@ -3,6 +3,8 @@ grading in sandboxes — a fix earns reward, an empty diff or an edited test doe
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from tasks_helpers import in_sandbox, make_numbers_repo
 
@@ -290,6 +292,9 @@ def test_partial_credit_in_fraction_mode_and_efficiency_terms_reported_apart(num
     assert graded.score == 0.5
     total, info = reward(graded, config, turns=4, invalid_calls=2)
     assert info["score"] == 0.5
-    assert info["turn_cost"] == pytest.approx(-0.04)
+    assert info["turn_cost"] == pytest.approx(-0.5 * 0.04)  # 1% of the score a turn, four turns
     assert info["invalid_call_cost"] == pytest.approx(-0.2)
-    assert total == pytest.approx(0.5 - 0.04 - 0.2)
+    assert total == pytest.approx(0.5 * (1 - 0.04) - 0.2)
+    failed = dataclasses.replace(graded, score=0.0, resolution="none")
+    assert reward(failed, config, turns=8)[1]["turn_cost"] == 0.0  # no cost for a long failure
+
