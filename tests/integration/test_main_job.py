@@ -379,11 +379,17 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     assert change == pytest.approx(summary["pass@1_after"] - summary["pass@1_before"])
     # Every paired measure, before and after, with its change and standard error, per task.
     paired = summary["behaviour_change"]
-    assert set(paired) >= {"pass@1", *PAIRED_MEASURES} - {"turns_resolved"}  # resolved ones: maybe none
+    assert set(paired) >= {"pass@1", "pass@2", *PAIRED_MEASURES} - {"turns_resolved"}  # resolved: maybe none
     for name, figures in paired.items():
         assert set(figures) == {"before", "after", "change", "standard_error", "tasks"}, name
         assert figures["change"] == pytest.approx(figures["after"] - figures["before"]), name
     assert paired["pass@1"]["change"] == pytest.approx(change)
+    # How much of pass@2 - pass@1 after SFT (two episodes a task) RL's pass@1 change took.
+    sharp, before = summary["sharpening"], summary["eval_before"]["pass_at"]
+    assert sharp["k"] == 2 and sharp["pass@1_change"] == pytest.approx(change)
+    assert sharp["headroom"] == pytest.approx(before["pass@2"] - before["pass@1"])
+    if sharp["headroom"] > 0:
+        assert sharp["captured"] == pytest.approx(change / sharp["headroom"])
     assert "by_task" not in summary["eval_before"]  # kept in the job's state, not printed
     # Two async+partial RL steps, within the staleness bound.
     rl = summary["rl"]
@@ -409,6 +415,7 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     assert evals[0]["pass@1"] == summary["pass@1_before"] and evals[1]["pass@1"] == summary["pass@1_after"]
     (logged,) = [r for r in records if r["phase"] == "behaviour_change"]
     assert logged["change/parallel_turn_share"] == paired["parallel_turn_share"]["change"]
+    assert {key for name in paired for key in (f"change/{name}", f"change_se/{name}")} <= set(logged)
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert [p.name for p in complete_checkpoints(run / "checkpoints")] == ["step-00000001", "step-00000002"]
     assert load_pretrained(run / "checkpoints" / "final").config.hidden_size == 64
@@ -418,7 +425,8 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
         assert len(trajectories) == 4  # rl.batch_groups x rl.group_size
         assert all(t["versions"] and max(t["versions"]) <= step - 1 for t in trajectories)
     for when in ("before", "after"):
-        assert len((run / "trajectories" / f"eval-{when}.jsonl").read_text().splitlines()) == 2
+        lines = (run / "trajectories" / f"eval-{when}.jsonl").read_text().splitlines()
+        assert len(lines) == 2 * config.rl.eval_samples  # each held-out task's episodes
 
 
 def test_smoke_run_end_to_end_through_the_cli(smoke_run, output_dir):

@@ -33,7 +33,8 @@ Phases, each calling the component that owns it:
    its standard error paired by task (`evaluation.pass1_change`), and the same for pass@k and
    the behaviour RL should move — parallel turns, calls per turn, turns (of resolved episodes
    too), reads before the first edit, generated tokens (`behaviour_change`; also in
-   metrics.jsonl and TensorBoard as `change/NAME` and `change_se/NAME`).
+   metrics.jsonl and TensorBoard as `change/NAME` and `change_se/NAME`), and with several episodes
+   a task how much of SFT's sharpening headroom (pass@k − pass@1) RL took (`sharpening`).
 
 With `runtime.ray` (or `runtime.ray_address`) the RL phase's trainer, engine and rollout workers
 run as Ray actors (`overture.orchestration.ray_actors`), driven by the same orchestrator; the trainer actor
@@ -433,6 +434,7 @@ class MainJob:
             "pass@1_after": after["pass_at"]["pass@1"],
             "pass@1_change": {"change": change, "standard_error": standard_error},
             "behaviour_change": behaviour_change(before, after),
+            "sharpening": sharpening(before, after),
             "rl": {
                 "mode": rl_mode(self.config),
                 "steps": totals["batches"],
@@ -453,6 +455,21 @@ def behaviour_change(before: dict[str, Any], after: dict[str, Any]) -> dict[str,
     if "by_task" not in before or "by_task" not in after:
         return {}
     return paired_changes(before["by_task"], after["by_task"])
+
+
+def sharpening(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """How much of the SFT policy's sharpening headroom RL took. With k episodes a task, pass@k
+    before RL less pass@1 before RL is what making the tasks SFT solves sometimes reliable could add
+    to pass@1; `captured` is pass@1's change over it (None without headroom). {} under two episodes
+    a task, where there is no pass@k to measure it by."""
+    k = before["samples"]
+    if k < 2:
+        return {}
+    pass1 = before["pass_at"]["pass@1"]
+    headroom = before["pass_at"][f"pass@{k}"] - pass1
+    change = after["pass_at"]["pass@1"] - pass1
+    return {"k": k, "headroom": headroom, "pass@1_change": change,
+            "captured": change / headroom if headroom > 0 else None}  # fmt: skip
 
 
 def train(

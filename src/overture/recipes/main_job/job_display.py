@@ -113,6 +113,12 @@ class JobDisplay:
             f"pass@1 change {change['change']:+.3f}, standard error {change['standard_error']:.3f} "
             f"(paired by task; {episodes} episodes a task)"
         )
+        if sharp := summary.get("sharpening"):
+            captured = "-" if sharp["captured"] is None else f"{sharp['captured']:.0%}"
+            self.echo(
+                f"sharpening headroom (pass@{sharp['k']} - pass@1 after SFT) {sharp['headroom']:.3f}; "
+                f"RL's pass@1 change {sharp['pass@1_change']:+.3f} took {captured} of it"
+            )
         rl = summary["rl"]
         self.echo(
             f"{summary['tasks']['train']} train / {summary['tasks']['heldout']} held-out tasks; "
