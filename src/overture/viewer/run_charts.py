@@ -37,11 +37,17 @@ def record_series(records: list[dict[str, Any]], key: str) -> list[tuple[float, 
     return [(r["step"], float(r[key])) for r in records if _numeric(r.get(key)) and _numeric(r.get("step"))]
 
 
-def rollout_means(run: RunData, key: str) -> list[tuple[float, float]]:
-    """Per RL step, the mean of one behaviour metric over that step's trajectories."""
+def rollout_means(run: RunData, key: str, resolved_only: bool = False) -> list[tuple[float, float]]:
+    """Per RL step, the mean of one behaviour metric over that step's trajectories (those that
+    resolved their task only, with `resolved_only`)."""
     points = []
     for source in run.sources:
-        values = [float(t.metrics[key]) for t in source.trajectories if _numeric(t.metrics.get(key))]
+        values = [
+            float(t.metrics[key])
+            for t in source.trajectories
+            if _numeric(t.metrics.get(key))
+            and (not resolved_only or t.reward_info.get("resolution") == "resolved")
+        ]
         if source.kind == "rl" and values:
             points.append((float(source.step), fmean(values)))
     return points
@@ -116,4 +122,11 @@ def run_charts(run: RunData) -> list[str]:
                 y_ceiling=1.0 if share else None,
             )
         )
+    charts.append(
+        line_chart(
+            "Turns per resolved episode",
+            [Series("training rollouts", rollout_means(run, "turns", resolved_only=True), TRAIN)],
+            note="what a turn cost asks to shorten",
+        )
+    )
     return charts

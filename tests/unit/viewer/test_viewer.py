@@ -19,6 +19,8 @@ from viewer_helpers import HOSTILE_PAYLOADS, HOSTILE_TASK_ID, all_trajectories, 
 from overture.cli.main import app
 from overture.viewer import make_server, render_page
 from overture.viewer.page import json_for_script
+from overture.viewer.run_charts import rollout_means
+from overture.viewer.run_data import load_run
 
 DATA = re.compile(r'<script type="application/json" id="run-data">(.*?)</script>', re.DOTALL)
 
@@ -144,7 +146,7 @@ def test_charts_show_the_run_metrics(viewer_run_dir):
     for lag, count in lags.items():
         assert f"<title>{lag}: {count}</title>" in html
     titles = ("Held-out pass@1", "Off-policy tokens", "Tool calls per turn", "Invalid call rate")
-    for title in (*titles, "Turns per episode", "Generated tokens per episode"):
+    for title in (*titles, "Turns per episode", "Generated tokens per episode", "Turns per resolved episode"):
         assert title in html
 
 
@@ -191,3 +193,14 @@ def test_edit_calls_become_diffs_when_no_workspace_diff_was_recorded():
     assert call_diff(by_text).splitlines()[-2:] == ["-x = 1", "+x = 2"]
     assert call_diff(by_lines) == "--- a/a.py\n+++ b/a.py\n@@ -3,2 +3,1 @@\n+y = 1\n"
     assert call_diff({**by_lines, "error": "tool"}) == ""  # a refused call changed nothing
+
+
+def test_turns_per_resolved_episode_average_only_the_episodes_that_resolved(built_run_dir):
+    run = load_run(built_run_dir)
+    for step, mean in rollout_means(run, "turns", resolved_only=True):
+        (source,) = [s for s in run.sources if s.kind == "rl" and s.step == step]
+        episodes = source.trajectories
+        won = [t.metrics["turns"] for t in episodes if t.reward_info.get("resolution") == "resolved"]
+        assert won and mean == pytest.approx(sum(won) / len(won))
+    everything = dict(rollout_means(run, "turns"))
+    assert everything and set(dict(rollout_means(run, "turns", resolved_only=True))) <= set(everything)
