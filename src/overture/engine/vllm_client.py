@@ -48,6 +48,11 @@ def prompt_request_ids(request_id: str, count: int) -> list[str]:
     return [f"cmpl-{request_id}-{i}" for i in range(count)]
 
 
+# vLLM servers are the job's own, on loopback or the cluster's network: never through a proxy
+# that the environment may name for the outside world.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class VllmClient:
     """Talks to one vLLM server at `base_url` (e.g. `VllmServer.url`)."""
 
@@ -62,7 +67,7 @@ class VllmClient:
             f"{self.base_url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+            with _OPENER.open(request, timeout=timeout or self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:2000]

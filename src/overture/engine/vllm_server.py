@@ -32,6 +32,7 @@ EXTENSION_DIR = Path(__file__).resolve().parent / "vllm_extension"
 EXTENSION_CLS = "overture_vllm_extension.WeightReloadExtension"
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 _LOG_TAIL_LINES = 30
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the server is on loopback
 
 
 class VllmServerError(RuntimeError):
@@ -241,7 +242,7 @@ class VllmServer:
 
     def healthy(self, timeout: float = 2.0) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as response:
+            with _NO_PROXY.open(f"{self.url}/health", timeout=timeout) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError):
             return False
