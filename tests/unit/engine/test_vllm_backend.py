@@ -34,6 +34,9 @@ DTYPE = "float32"
 FP32_GAP = 1e-3
 PROMPTS = [[1, 2, 3, 4, 5], [17, 99, 3], [200, 201, 202, 203, 204, 205, 206, 207], [42]]
 SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB; vLLM's default reserves 4
+# Long enough that no request here can finish its budget while a loaded machine delays an abort:
+# the server makes ~900 tokens a second on two cores, and an abort took up to 9 s to be answered.
+CONTEXT = 32768
 
 
 def tiny_moe(seed: int) -> Transformer:
@@ -51,7 +54,7 @@ def tiny_moe(seed: int) -> Transformer:
         num_experts_per_tok=2,
         moe_intermediate_size=32,
         mlp_only_layers=[1],
-        max_position_embeddings=4096,
+        max_position_embeddings=CONTEXT,
         initializer_range=0.1,
     )
     return Transformer(config).eval()
@@ -91,7 +94,7 @@ def checkpoints(tmp_path_factory):
 def server(checkpoints, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("vllm_logs") / "server.log"
     began = time.monotonic()
-    with VllmServer(checkpoints[0], log_path, dtype=DTYPE, max_model_len=4096, env=SERVER_ENV) as server:
+    with VllmServer(checkpoints[0], log_path, dtype=DTYPE, max_model_len=CONTEXT, env=SERVER_ENV) as server:
         print(f"\nvLLM {server.version} server ready in {time.monotonic() - began:.1f} s")
         yield server
 
@@ -157,7 +160,7 @@ def test_a_weight_update_serves_what_a_fresh_server_on_the_new_weights_serves(
     updated = client.complete(PROMPTS, max_tokens=12, temperature=1.0, seed=11)
     assert [c.token_ids for c in updated] != [c.token_ids for c in before]
     with VllmServer(
-        new, tmp_path / "fresh.log", dtype=DTYPE, max_model_len=4096, env=SERVER_ENV, restart=False
+        new, tmp_path / "fresh.log", dtype=DTYPE, max_model_len=CONTEXT, env=SERVER_ENV, restart=False
     ) as fresh:
         expected = VllmClient(fresh.url).complete(PROMPTS, max_tokens=12, temperature=1.0, seed=11)
     for got, want in zip(updated, expected, strict=True):
@@ -171,32 +174,45 @@ def test_a_weight_update_serves_what_a_fresh_server_on_the_new_weights_serves(
     assert max(gaps(restored, load_pretrained(old).eval(), 1.0)) < FP32_GAP
 
 
+def abort_until_returned(client: VllmClient, request_id: str, returned: threading.Event) -> float:
+    """Abort `request_id` until its request has returned (an abort that reaches the server before
+    the request does is a no-op there); seconds the first abort call took."""
+    began = time.monotonic()
+    client.abort([request_id])
+    first = time.monotonic() - began
+    while not returned.wait(0.1):
+        client.abort([request_id])
+    return first
+
+
 @needs_vllm
 def test_an_aborted_request_returns_the_tokens_it_had(client, checkpoints):
-    request_id = uuid.uuid4().hex
-    results = {}
-    budget = 4000
+    client.complete([[1]], max_tokens=2)  # a warm server, so that the requests below make tokens soon
+    budget, results = CONTEXT - 16, {}  # minutes of generation: the aborts land long before
+    requests = {name: (uuid.uuid4().hex, threading.Event()) for name in ("a", "b")}
 
-    def run():
-        results["completions"] = client.complete(
-            [[7, 8, 9], [10, 11]], max_tokens=budget, temperature=1.0, seed=3, request_id=request_id
-        )
+    def run(name: str, prompt: list[int]) -> None:
+        request_id, done = requests[name]
+        (results[name],) = client.complete([prompt], max_tokens=budget, temperature=1.0, seed=3,
+                                           request_id=request_id)  # fmt: skip
+        done.set()
 
-    worker = threading.Thread(target=run)
-    worker.start()
-    time.sleep(1.0)
-    first, second = prompt_request_ids(request_id, 2)
-    began = time.monotonic()
-    assert client.abort([first]) == 1
-    print(f"\n/abort_requests answered in {time.monotonic() - began:.3f} s")
-    time.sleep(0.5)
-    assert client.abort([second]) == 1
-    worker.join(120)
-    a, b = results["completions"]
+    workers = [threading.Thread(target=run, args=item) for item in (("a", [7, 8, 9]), ("b", [10, 11]))]
+    for worker in workers:
+        worker.start()
+    time.sleep(2.0)
+    for name, pause in (("a", 1.0), ("b", 0.0)):  # b runs a second longer
+        request_id, done = requests[name]
+        (prompt_id,) = prompt_request_ids(request_id, 1)
+        print(f"\n/abort_requests answered in {abort_until_returned(client, prompt_id, done):.3f} s")
+        time.sleep(pause)
+    for worker in workers:
+        worker.join(120)
+    a, b = results["a"], results["b"]
     assert a.finish_reason == b.finish_reason == "abort"
-    assert 0 < len(a.token_ids) < len(b.token_ids) < budget
-    assert len(a.logprobs) == len(a.token_ids)
-    assert max(gaps([a], load_pretrained(checkpoints[0]).eval(), 1.0)) < FP32_GAP
+    assert 0 < len(b.token_ids) < budget and len(a.token_ids) < len(b.token_ids)
+    assert len(a.logprobs) == len(a.token_ids) and len(b.logprobs) == len(b.token_ids)
+    assert max(gaps([a, b], load_pretrained(checkpoints[0]).eval(), 1.0)) < FP32_GAP
 
 
 @needs_vllm

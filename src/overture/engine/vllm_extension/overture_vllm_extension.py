@@ -11,6 +11,10 @@ keep their experts in a prepacked grouped-GEMM layout, made once after the first
 copies the new experts in checkpoint layout into that storage but does not prepack them again,
 so every MoE layer would compute with scrambled experts. After the reload this extension runs
 each CPU expert kernel's own post-load step (padding and prepacking) on its layer once more.
+The LM head needs the same: on CPU its GEMM runs on a packed copy of its weight, made once; a
+checkpoint with tied embeddings has no LM head of its own, so the reload refreshes the embedding
+but never the head's copy (measured: logprobs off by up to 4.4 after an update). The extension
+ties the head to the embedding again where the model ties them and packs its weight anew.
 The caller resets the prefix cache afterwards: cached keys and values belong to the old weights.
 """
 
@@ -51,6 +55,21 @@ def _refuse_padded_experts(kernels: list[tuple[torch.nn.Module, Any]]) -> None:
             )
 
 
+def _refresh_lm_heads(model: torch.nn.Module) -> int:
+    """Tie each LM head to the embedding again where the model ties them, and let its linear
+    method prepare its weight anew (on CPU: the packed copy its GEMM uses). Returns the count."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    tied = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    heads = [module for module in model.modules() if isinstance(module, ParallelLMHead)]
+    for head in heads:
+        if tied and embed is not None and head.weight is not embed.weight:
+            head.weight = embed.weight
+        head.quant_method.process_weights_after_loading(head)
+    return len(heads)
+
+
 class WeightReloadExtension:
     """Methods vLLM adds to its worker class (their names must not clash with the worker's)."""
 
@@ -67,9 +86,11 @@ class WeightReloadExtension:
         with torch.no_grad():
             for layer, experts in kernels:
                 experts.process_weights_after_loading(layer)
+            heads = _refresh_lm_heads(self.model_runner.get_model())
         return {
             "checkpoint_dir": checkpoint_dir,
             "reload_s": loaded - start,
             "repack_s": time.perf_counter() - loaded,
             "moe_layers_repacked": len(kernels),
+            "lm_heads_refreshed": heads,
         }
