@@ -32,6 +32,6 @@ def settle_vector_math() -> None:
     """Call every VML-backed unary op once, single-threaded, so its kernel is chosen before any
     multi-threaded call (see the module docstring). Idempotent; later calls do nothing."""
     for dtype in (torch.float32, torch.float64):
-        one = torch.full((1,), 0.5, dtype=dtype)
+        one = torch.full((1,), 0.5, dtype=dtype, device="cpu")  # real even under a meta-device context
         for op in VML_OPS:
             getattr(torch, op)(one)

@@ -1,0 +1,204 @@
+"""vLLM servers as the orchestrator's rollout engine: an `EngineHandle` and the agent's `Policy`
+over `overture.engine.vllm_client`.
+
+Every token keeps the version that made it. A weight update first stops each generation in
+flight (vLLM aborts its request, which returns the tokens it had, all made by the weights being
+replaced), then reloads the weights on every server (`VllmClient.update_weights`: in place, MoE
+experts repacked, prefix cache reset), and only then lets those generations go on from where
+they stopped: prompt + their tokens, prefilled again under the new weights. A generation is
+thus a chain of vLLM requests, each of one version, like a partial rollout resumed by overture's
+own engine. Requests that arrive during an update wait for it.
+
+Replicas: each request goes to the server with the fewest of this engine's requests in flight.
+The trainer's weights reach the servers as a Hugging Face checkpoint directory per version
+under `weights_dir` (the previous one is removed once the new one serves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import uuid
+from collections.abc import Generator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overture.agent import Generation, Policy
+from overture.config import ModelConfig
+from overture.engine.vllm_client import VllmClient, prompt_request_ids
+from overture.model import Transformer, save_pretrained
+
+# How often an interrupted request's abort is sent again until its request returns: an abort that
+# reaches the server before the request does is a no-op there.
+ABORT_RETRY_S = 0.1
+
+
+class VllmEngine:
+    """vLLM servers (one `VllmClient` each, the same checkpoint) as an `EngineHandle`.
+
+    `sampling` (temperature, top_p, stop_token_ids, seed) applies to every request; `max_model_len`
+    is the servers' context, which cuts each request's budget as overture's engine does.
+    """
+
+    def __init__(
+        self,
+        clients: Sequence[VllmClient],
+        model_config: ModelConfig,
+        weights_dir: str | Path,
+        *,
+        max_model_len: int,
+        version: int = 0,
+        **sampling: Any,
+    ) -> None:
+        if not clients:
+            raise ValueError("a vLLM engine needs at least one server")
+        self.clients = list(clients)
+        self.model_config = model_config
+        self.weights_dir = Path(weights_dir)
+        self.max_model_len = max_model_len
+        self.sampling = {key: value for key, value in sampling.items() if value is not None}
+        self._version = version
+        self._load = [0] * len(self.clients)  # this engine's requests in flight, per server
+        self._generations: set[VllmGeneration] = set()
+        self._serving = asyncio.Event()
+        self._serving.set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._served_dir: Path | None = None
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def policy(self) -> Policy:
+        return VllmPolicy(self)
+
+    def fitting_budget(self, prompt_length: int, max_new_tokens: int) -> int:
+        """`max_new_tokens`, cut to what fits in the context after the prompt (at least 1)."""
+        return max(1, min(max_new_tokens, self.max_model_len - prompt_length))
+
+    async def update_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """Serve `weights` (the trainer's state dict) as `version`: stop what is in flight, reload
+        every server, then let the stopped generations go on under the new weights."""
+        self._serving.clear()
+        try:
+            for generation in list(self._generations):
+                generation.interrupt()
+            await self._drained.wait()
+            folder = self.weights_dir / f"version-{version:06d}"
+            await asyncio.to_thread(write_checkpoint, weights, self.model_config, folder)
+            await asyncio.gather(*(asyncio.to_thread(c.update_weights, folder) for c in self.clients))
+            self._version = version
+            if self._served_dir is not None and self._served_dir != folder:
+                shutil.rmtree(self._served_dir, ignore_errors=True)
+            self._served_dir = folder
+        finally:
+            self._serving.set()
+
+    # ------------------------------------------------------------------ requests
+
+    async def _complete(self, generation: VllmGeneration) -> tuple[Any, int]:
+        """One vLLM request continuing `generation` under the weights serving now; the completion
+        and the version that made all of its tokens."""
+        await self._serving.wait()
+        server = min(range(len(self.clients)), key=self._load.__getitem__)
+        client, version = self.clients[server], self._version
+        request_id = uuid.uuid4().hex
+        generation.current = (client, prompt_request_ids(request_id, 1)[0], threading.Event())
+        self._load[server] += 1
+        self._drained.clear()
+        try:
+            (completion,) = await asyncio.to_thread(
+                client.complete,
+                [generation.prompt_ids + generation.token_ids],
+                generation.budget - len(generation.token_ids),
+                request_id=request_id,
+                **self.sampling,
+            )
+        finally:
+            generation.current[2].set()
+            generation.current = None
+            self._load[server] -= 1
+            if not any(self._load):
+                self._drained.set()
+        return completion, version
+
+
+class VllmGeneration:
+    """One assistant turn generated on vLLM, as a `PolicyRequest`: awaiting it gives the
+    `Generation`, its tokens tagged with the versions that made them."""
+
+    def __init__(self, engine: VllmEngine, prompt_ids: list[int], budget: int) -> None:
+        self.engine = engine
+        self.prompt_ids = list(prompt_ids)
+        self.budget = budget
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.current: tuple[VllmClient, str, threading.Event] | None = None
+        self.aborted = False
+
+    def abort(self) -> None:
+        """Finish as soon as possible with the tokens made so far (`finish_reason == "abort"`)."""
+        self.aborted = True
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        """Stop the vLLM request in flight, if any (sent again until it has returned)."""
+        if self.current is None:
+            return
+        client, request_id, returned = self.current
+
+        def keep_aborting() -> None:
+            while not returned.is_set():
+                client.abort([request_id])
+                returned.wait(ABORT_RETRY_S)
+
+        threading.Thread(target=keep_aborting, name="vllm-abort", daemon=True).start()
+
+    async def _run(self) -> Generation:
+        self.engine._generations.add(self)
+        try:
+            reason = "length"
+            while not self.aborted and len(self.token_ids) < self.budget:
+                completion, version = await self.engine._complete(self)
+                self.token_ids += completion.token_ids
+                self.logprobs += completion.logprobs
+                self.versions += [version] * len(completion.token_ids)
+                reason = completion.finish_reason
+                if reason != "abort":
+                    break  # stopped or at its budget; an abort of a weight update goes on
+            if self.aborted:
+                reason = "abort"
+            return Generation(self.token_ids, self.logprobs, self.versions, reason)
+        finally:
+            self.engine._generations.discard(self)
+
+    def __await__(self) -> Generator[Any, None, Generation]:
+        return self._run().__await__()
+
+
+class VllmPolicy:
+    """A `VllmEngine` behind the agent's `Policy` protocol."""
+
+    def __init__(self, engine: VllmEngine) -> None:
+        self.engine = engine
+
+    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> VllmGeneration:
+        budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
+        return VllmGeneration(self.engine, prompt_ids, budget)
+
+
+def write_checkpoint(weights: Mapping[str, torch.Tensor], config: ModelConfig, folder: Path) -> Path:
+    """The trainer's state dict as a Hugging Face checkpoint directory vLLM loads."""
+    with torch.device("meta"):
+        model = Transformer(config)
+    model.load_state_dict(weights, assign=True, strict=False)
+    missing = [name for name, value in model.state_dict().items() if value.is_meta]
+    if missing:
+        raise ValueError(f"weights for the vLLM servers lack {len(missing)} tensors, e.g. {missing[:3]}")
+    save_pretrained(model, folder)
+    return folder

@@ -1,0 +1,103 @@
+"""vLLM behind the orchestrator's engine handle and the agent's `Policy`: per-token versions
+across a weight update in mid-generation, aborts, and the trainer's weights written for the
+servers. The server tests need `make vllm-env` (skipped without it) and share one server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import torch
+
+from overture.config import ModelConfig
+from overture.engine.vllm_client import VllmClient
+from overture.engine.vllm_server import VllmServer, default_python
+from overture.model import Transformer, load_pretrained, save_pretrained
+from overture.orchestration.vllm_engine import VllmEngine, write_checkpoint
+
+needs_vllm = pytest.mark.skipif(
+    not default_python().exists(), reason="vLLM's environment is not built: run `make vllm-env`"
+)
+CONTEXT = 32768
+CONFIG = ModelConfig(
+    vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=32, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+    mlp_only_layers=[1], max_position_embeddings=CONTEXT, initializer_range=0.1, tie_word_embeddings=True,
+)  # fmt: skip
+PROMPT = [5, 6, 7, 8]
+BUDGET = 30000  # far more than the seconds below make, however loaded the machine
+
+
+def model(seed: int) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(CONFIG).eval()
+
+
+def teacher_forced(weights: Transformer, prompt: list[int], tokens: list[int]) -> list[float]:
+    """Each of `tokens`' logprob (temperature 1) under `weights`, after `prompt` and the tokens before it."""
+    with torch.no_grad():
+        logits = weights(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1].double()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+
+
+def test_the_trainers_weights_are_written_as_a_checkpoint_that_loads_back(tmp_path):
+    trained = model(4)
+    folder = write_checkpoint(trained.state_dict(), CONFIG, tmp_path / "version-000001")
+    loaded = load_pretrained(folder)
+    for name, value in trained.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="lack 1 tensors"):
+        partial = {k: v for k, v in trained.state_dict().items() if k != "norm.weight"}
+        write_checkpoint(partial, CONFIG, tmp_path / "partial")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vllm_engine")
+    save_pretrained(model(0), root / "start")
+    with VllmServer(
+        root / "start", root / "server.log", dtype="float32", max_model_len=CONTEXT,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    ) as server:  # fmt: skip
+        yield server
+
+
+@needs_vllm
+def test_a_weight_update_in_mid_generation_tags_each_token_with_the_weights_that_made_it(server, tmp_path):
+    old, new = model(0), model(1)
+    engine = VllmEngine([VllmClient(server.url)], CONFIG, tmp_path / "weights", max_model_len=CONTEXT,
+                        temperature=1.0)  # fmt: skip
+    policy = engine.policy()
+
+    async def run():
+        await policy.generate(PROMPT, 8)  # the server's first request is slow to start
+        request = policy.generate(PROMPT, BUDGET)
+        generation = asyncio.ensure_future(request)
+        await asyncio.sleep(2.0)  # some tokens under version 0
+        began = time.monotonic()
+        await engine.update_weights(new.state_dict(), 1)
+        print(f"\nupdate in mid-generation: {time.monotonic() - began:.2f} s")
+        await asyncio.sleep(1.0)  # some under version 1
+        request.abort()
+        return await generation
+
+    result = asyncio.run(run())
+    print(f"{result.versions.count(0)} tokens at version 0, {result.versions.count(1)} at version 1")
+    assert engine.version == 1 and result.finish_reason == "abort"
+    switch = result.versions.index(1)
+    assert 0 < switch < len(result.versions) < BUDGET
+    assert result.versions == [0] * switch + [1] * (len(result.versions) - switch)
+    # Each token's logprob is that of the weights its version names, by overture's own forward.
+    before = teacher_forced(old, PROMPT, result.token_ids[:switch])
+    after = teacher_forced(new, PROMPT, result.token_ids)[switch:]
+    assert result.logprobs == pytest.approx(before + after, abs=1e-3)
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["version-000001"]
+    # The servers keep the new weights for the next request.
+
+    async def late_request():
+        return await policy.generate(PROMPT, 16)
+
+    late = asyncio.run(late_request())
+    assert late.versions == [1] * 16 and late.finish_reason == "length"
+    assert late.logprobs == pytest.approx(teacher_forced(new, PROMPT, late.token_ids), abs=1e-3)
