@@ -62,7 +62,7 @@ $(VLLM_STAMP):
 	$(VLLM_PY) -c 'import vllm.entrypoints.openai.api_server'
 	touch $@
 
-test: deps
+test: deps vllm-env
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
