@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from overture.cli.main import app
 from overture.config import ConfigError, RunConfig, load_config
+from overture.engine.vllm_server import default_python
 from overture.evaluation.held_out import PAIRED_MEASURES
 from overture.model import Transformer, load_pretrained
 from overture.recipes.main_job import job_tasks, rl_phase
@@ -451,6 +452,20 @@ def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, ou
     sft = load_pretrained(summary["sft"]["best"]).state_dict()
     assert all(torch.equal(final[name], trained[name]) for name in final)
     assert any(not torch.equal(final[name], sft[name]) for name in final)
+
+
+@pytest.mark.skipif(not default_python().exists(), reason="vLLM's environment is not built: `make vllm-env`")
+def test_smoke_run_with_rollouts_and_evaluations_on_a_vllm_server(smoke_run, output_dir):
+    overrides = ["name=smoke-vllm", "engine.backend=vllm", "engine.vllm_dtype=float32"]
+    args = [arg for override in overrides for arg in ("--set", override)]
+    result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}", *args])
+    assert result.exit_code == 0, result.output
+    run = output_dir / "smoke-vllm"
+    check_smoke_run(run, last_json_line(result.stdout), smoke_config(output_dir, *overrides))
+    # The server overture started and stopped, and the weights it was last given (the RL step's).
+    log = (run / "vllm-server.log").read_text()
+    assert "vllm.entrypoints.openai.api_server" in log and "Application startup complete" in log
+    assert [p.name for p in (run / "vllm-weights").iterdir()] == ["version-000002"]
 
 
 def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, monkeypatch):

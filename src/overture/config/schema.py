@@ -300,6 +300,19 @@ class SFTConfig(Section):
 class EngineConfig(Section):
     """Rollout generation: batching, KV cache and default sampling."""
 
+    backend: Literal["overture", "vllm"] = Field(
+        "overture",
+        description="what generates rollouts and evaluation episodes: overture's own engine in this "
+        "process, or vLLM servers (in-process runtime only, for now; `make vllm-env` builds vLLM)",
+    )
+    vllm_urls: list[str] = Field(
+        default_factory=list,
+        description="backend = 'vllm': running servers to join (each request to the least loaded); "
+        "empty = start and supervise one on 127.0.0.1, its log in the run directory",
+    )
+    vllm_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="backend = 'vllm': the dtype a started server computes in"
+    )
     max_batch_size: int = Field(32, gt=0)
     kv_block_size: int = Field(16, gt=0)
     max_new_tokens: int = Field(256, gt=0)
@@ -607,6 +620,15 @@ class RunConfig(Section):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> RunConfig:
+        if self.engine.backend == "vllm" and self.runtime.uses_ray:
+            raise ValueError(
+                "engine.backend = 'vllm' runs rollouts from this process only for now: "
+                "unset runtime.ray / runtime.ray_address, or use engine.backend = 'overture'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_turn_cost(self) -> RunConfig:

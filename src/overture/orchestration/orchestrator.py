@@ -75,8 +75,9 @@ class EngineHandle(Protocol):
     @property
     def version(self) -> int: ...
 
-    def policy(self) -> Policy:
-        """The engine behind the agent's `Policy` protocol."""
+    def policy(self, **sampling: Any) -> Policy:
+        """The engine behind the agent's `Policy` protocol; `sampling` (e.g. temperature) overrides
+        the handle's own for that policy's requests."""
         ...
 
     async def update_weights(self, weights: Weights, version: int) -> None:
@@ -110,8 +111,8 @@ class LocalEngine:
     def version(self) -> int:
         return self.engine.version
 
-    def policy(self) -> Policy:
-        return EnginePolicy(self.engine, **self.sampling)
+    def policy(self, **sampling: Any) -> Policy:
+        return EnginePolicy(self.engine, **{**self.sampling, **sampling})
 
     async def update_weights(self, weights: Weights, version: int) -> None:
         # Blocks until the engine's step thread has swapped them in: off the event loop.

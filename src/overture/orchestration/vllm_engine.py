@@ -73,8 +73,9 @@ class VllmEngine:
     def version(self) -> int:
         return self._version
 
-    def policy(self) -> Policy:
-        return VllmPolicy(self)
+    def policy(self, **sampling: Any) -> Policy:
+        """Requests on these servers; `sampling` overrides the engine's own for them."""
+        return VllmPolicy(self, {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}})
 
     def fitting_budget(self, prompt_length: int, max_new_tokens: int) -> int:
         """`max_new_tokens`, cut to what fits in the context after the prompt (at least 1)."""
@@ -116,7 +117,7 @@ class VllmEngine:
                 [generation.prompt_ids + generation.token_ids],
                 generation.budget - len(generation.token_ids),
                 request_id=request_id,
-                **self.sampling,
+                **generation.sampling,
             )
         finally:
             generation.current[2].set()
@@ -131,8 +132,11 @@ class VllmGeneration:
     """One assistant turn generated on vLLM, as a `PolicyRequest`: awaiting it gives the
     `Generation`, its tokens tagged with the versions that made them."""
 
-    def __init__(self, engine: VllmEngine, prompt_ids: list[int], budget: int) -> None:
+    def __init__(
+        self, engine: VllmEngine, prompt_ids: list[int], budget: int, sampling: dict[str, Any]
+    ) -> None:
         self.engine = engine
+        self.sampling = sampling
         self.prompt_ids = list(prompt_ids)
         self.budget = budget
         self.token_ids: list[int] = []
@@ -182,14 +186,15 @@ class VllmGeneration:
 
 
 class VllmPolicy:
-    """A `VllmEngine` behind the agent's `Policy` protocol."""
+    """A `VllmEngine` behind the agent's `Policy` protocol, with its requests' sampling settings."""
 
-    def __init__(self, engine: VllmEngine) -> None:
+    def __init__(self, engine: VllmEngine, sampling: dict[str, Any]) -> None:
         self.engine = engine
+        self.sampling = sampling
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> VllmGeneration:
         budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
-        return VllmGeneration(self.engine, prompt_ids, budget)
+        return VllmGeneration(self.engine, prompt_ids, budget, self.sampling)
 
 
 def write_checkpoint(weights: Mapping[str, torch.Tensor], config: ModelConfig, folder: Path) -> Path:

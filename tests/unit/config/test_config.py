@@ -103,3 +103,9 @@ def test_a_turn_cost_that_would_leave_a_late_fix_nothing_is_refused():
     with pytest.raises(ValidationError, match=r"turn_cost below 1 / max_turns = 0\.125"):
         RunConfig.model_validate({"tasks": {"turn_cost": 0.125}, "agent": {"max_turns": 8}})
     assert RunConfig.model_validate({"tasks": {"turn_cost": 0.1}, "agent": {"max_turns": 8}})
+
+
+def test_vllm_rollouts_on_ray_are_refused_by_name():
+    with pytest.raises(ValidationError, match=r"engine.backend = 'vllm' runs rollouts from this process"):
+        RunConfig.model_validate({"engine": {"backend": "vllm"}, "runtime": {"ray": True}})
+    assert RunConfig.model_validate({"engine": {"backend": "vllm"}}).engine.backend == "vllm"

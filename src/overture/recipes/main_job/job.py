@@ -76,10 +76,10 @@ from typing import Any
 import torch
 
 from overture.config import RunConfig, load_config
-from overture.engine import Engine
 from overture.evaluation.held_out import evaluate, paired_changes, pass1_change
 from overture.model import Transformer, load_pretrained, save_pretrained
-from overture.orchestration.orchestrator import LocalEngine
+from overture.orchestration.orchestrator import EngineHandle
+from overture.orchestration.rollout_engine import open_rollout_engine
 from overture.recipes.main_job.call_accuracy import call_argument_accuracy
 from overture.recipes.main_job.copy_circuit import install_copy_circuit
 from overture.recipes.main_job.copying import repeated_span_accuracy, statement_tokens
@@ -208,13 +208,10 @@ class MainJob:
                 f"resumed RL from {restored} (step {trainer.step}, version {trainer.policy_version})"
             )
         served = restored / "model" if restored is not None else weights
-        engine = Engine(
-            load_pretrained(served, dtype=dtype).to(device),
-            tokenizer,
-            config=config.engine,
-            version=trainer.policy_version,
-        )
-        try:
+        with open_rollout_engine(
+            config, served, tokenizer, version=trainer.policy_version, device=device, dtype=dtype,
+            log_dir=self.run_dir.path,
+        ) as engine:  # fmt: skip
             before = self.state.get("eval_before")
             if before is None:
                 if restored is not None:
@@ -225,8 +222,6 @@ class MainJob:
             if totals["batches"] < config.rl.steps:
                 return self._interrupted(totals)
             after = self.state.get("eval_after") or self._evaluate("after", engine, heldout, tokenizer)
-        finally:
-            engine.close()
         final = self.run_dir.checkpoints / "final"
         trainer.save_weights(final)
         tokenizer.save(final)
@@ -344,13 +339,13 @@ class MainJob:
         return self.state.record("lm_warmup", record)
 
     def _evaluate(
-        self, label: str, engine: Engine, tasks: list[Task], tokenizer: Tokenizer
+        self, label: str, engine: EngineHandle, tasks: list[Task], tokenizer: Tokenizer
     ) -> dict[str, Any]:
         config = self.config
         self.display.phase(f"held-out evaluation {label} RL (version {engine.version})")
         began = time.time()
         samples = config.rl.eval_samples
-        policy = LocalEngine(engine).policy()
+        policy = engine.policy()
         sections = (config.agent, config.sandbox, config.tasks)
         with self.display.evaluation(f"eval {label}", len(tasks) * samples) as seen:
             report, trajectories = asyncio.run(

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from overture.config import RunConfig
-from overture.engine import Engine
 from overture.orchestration.orchestrator import (
-    LocalEngine,
+    EngineHandle,
     LocalTrainer,
     Orchestrator,
     StepReport,
@@ -77,7 +76,7 @@ class RLPhase:
     def run(
         self,
         trainer: Trainer,
-        engine: Engine,
+        engine: EngineHandle,
         tasks: list[Task],
         tokenizer: Tokenizer,
         totals: dict[str, Any],
@@ -114,7 +113,7 @@ class RLPhase:
                 asyncio.run(run)
                 # The trainer actor's newest checkpoint hands its weights back to this process.
                 load_checkpoint(trainer, latest_checkpoint(self.run_dir.checkpoints))
-                engine.update_weights(trainer.export_weights(), trainer.policy_version)
+                asyncio.run(engine.update_weights(trainer.export_weights(), trainer.policy_version))
             else:
                 keep = config.training.keep_checkpoints
                 on_step = recorder(
@@ -128,7 +127,7 @@ class RLPhase:
     async def _orchestrate(
         self,
         trainer: Trainer,
-        engine: Engine,
+        engine: EngineHandle,
         tasks: list[Task],
         task_queue: dict[str, Any] | None,
         tokenizer: Tokenizer,
@@ -138,10 +137,10 @@ class RLPhase:
         config = self.config
         async with SandboxPool(config.sandbox) as pool:
             # The engine serves the evaluations too: RL's sampling temperature goes with each request.
-            handle = LocalEngine(engine, temperature=config.rl.sampling_temperature(config.engine))
-            rollouts = local_rollouts(config, handle, pool, tokenizer)
+            policy = engine.policy(temperature=config.rl.sampling_temperature(config.engine))
+            rollouts = local_rollouts(config, engine, pool, tokenizer, policy)
             orchestrator = Orchestrator(
-                config.rl, config.seed, tasks, handle, LocalTrainer(trainer), rollouts, task_queue
+                config.rl, config.seed, tasks, engine, LocalTrainer(trainer), rollouts, task_queue
             )
             await orchestrator.run(steps, on_step)
 
