@@ -212,11 +212,13 @@ def evaluate_checkpoint(
 ) -> None:
     """Held-out pass@1 (and pass@k) of a checkpoint as a coding agent on graded tasks; JSON."""
     import asyncio
+    import tempfile
 
-    from overture.engine import Engine
+    import torch
+
     from overture.evaluation.held_out import evaluate
-    from overture.model import load_pretrained
-    from overture.orchestration.engine_policy import EnginePolicy
+    from overture.model import read_model_config
+    from overture.orchestration.rollout_engine import open_rollout_engine
     from overture.recipes.main_job.job_tasks import load_task_set, spread_over_repos
     from overture.tasks.spec import write_jsonl
     from overture.text import Tokenizer
@@ -226,21 +228,28 @@ def evaluate_checkpoint(
         run_config.tasks.source = str(tasks)
     # Before the tasks (a synthesis, the first time): a directory that is no checkpoint is named as
     # such, not as a missing tokenizer.
-    weights = load_pretrained(checkpoint)
+    read_model_config(checkpoint)
     tokenizer = Tokenizer.from_dir(checkpoint)
     # 'builtin' is the bundled set `overture train` synthesizes for this config (made once, cached).
     every, origin = asyncio.run(load_task_set(run_config, echo))
     chosen = spread_over_repos([task for task in every if task.split == split], limit)
     if not chosen:
         raise typer.BadParameter(f"{origin.path}: no tasks in split {split!r}", param_hint="--split")
-    policy = EnginePolicy(Engine(weights, tokenizer, config=run_config.engine))
-    try:
-        sections = (run_config.agent, run_config.sandbox, run_config.tasks)
-        report, episodes = asyncio.run(evaluate(chosen, policy, tokenizer, *sections, samples, k or [1]))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    finally:
-        policy.close()
+    # engine.backend: overture's engine here, or vLLM servers (a started one logs into `scratch`).
+    with (
+        tempfile.TemporaryDirectory(prefix="overture-eval-") as scratch,
+        open_rollout_engine(
+            run_config, checkpoint, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
+            log_dir=Path(scratch),
+        ) as engine,
+    ):  # fmt: skip
+        try:
+            sections = (run_config.agent, run_config.sandbox, run_config.tasks)
+            report, episodes = asyncio.run(
+                evaluate(chosen, engine.policy(), tokenizer, *sections, samples, k or [1])
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
     if trajectories is not None:
         write_jsonl(trajectories, [t.to_dict() for t in episodes])
     typer.echo(json.dumps({"checkpoint": str(checkpoint), "split": split, **report.to_dict()}))

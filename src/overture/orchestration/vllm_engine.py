@@ -63,15 +63,24 @@ class VllmEngine:
         self._version = version
         self._load = [0] * len(self.clients)  # this engine's requests in flight, per server
         self._generations: set[VllmGeneration] = set()
-        self._serving = asyncio.Event()
-        self._serving.set()
-        self._drained = asyncio.Event()
-        self._drained.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._served_dir: Path | None = None
 
     @property
     def version(self) -> int:
         return self._version
+
+    def _in_this_loop(self) -> None:
+        """The engine's events, made for the running event loop. A job runs its evaluations and
+        its RL steps each in an `asyncio.run` of its own, with nothing in flight in between, and
+        an asyncio event belongs to one loop."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._serving = asyncio.Event()  # set: requests may start
+            self._serving.set()
+            self._drained = asyncio.Event()  # set: no request of this engine is on a server
+            self._drained.set()
 
     def policy(self, **sampling: Any) -> Policy:
         """Requests on these servers; `sampling` overrides the engine's own for them."""
@@ -84,6 +93,7 @@ class VllmEngine:
     async def update_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
         """Serve `weights` (the trainer's state dict) as `version`: stop what is in flight, reload
         every server, then let the stopped generations go on under the new weights."""
+        self._in_this_loop()
         self._serving.clear()
         try:
             for generation in list(self._generations):
@@ -104,6 +114,7 @@ class VllmEngine:
     async def _complete(self, generation: VllmGeneration) -> tuple[Any, int]:
         """One vLLM request continuing `generation` under the weights serving now; the completion
         and the version that made all of its tokens."""
+        self._in_this_loop()
         await self._serving.wait()
         server = min(range(len(self.clients)), key=self._load.__getitem__)
         client, version = self.clients[server], self._version

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from overture.agent import Trajectory
 from overture.cli.main import app
+from overture.engine.vllm_server import default_python
 from overture.evaluation.held_out import PAIRED_MEASURES, paired_changes, pass1_change, pass_at_k, summarize
 from overture.model import Transformer, save_pretrained
 from overture.tasks import Task, write_tasks
@@ -111,10 +112,21 @@ def test_behaviour_changes_are_paired_by_task_with_their_standard_errors():
         paired_changes(before.by_task, {k: v for k, v in after.by_task.items() if k != "c"})
 
 
-def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path):
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "overture",
+        pytest.param("vllm", marks=pytest.mark.skipif(
+            not default_python().exists(), reason="vLLM's environment is not built: `make vllm-env`"
+        )),
+    ],
+)  # fmt: skip
+def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path, backend):
     _, tasks = numbers_task_set
     checkpoint = tmp_path / "checkpoint"
-    save_pretrained(Transformer(tiny_model_config(vocab_size=tokenizer().vocab_size)), checkpoint)
+    # Widths vLLM's CPU MoE kernel takes as they are (multiples of 32).
+    model = tiny_model_config(vocab_size=tokenizer().vocab_size, hidden_size=64, moe_intermediate_size=32)
+    save_pretrained(Transformer(model), checkpoint)
     tokenizer().save(checkpoint)
     task_file = write_tasks(tmp_path / "tasks.jsonl", [t for t in tasks if t.split == "train"][:2])
     out = tmp_path / "episodes.jsonl"
@@ -122,6 +134,7 @@ def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp
         "eval", "configs/tiny.toml", "--checkpoint", str(checkpoint), "--tasks", str(task_file),
         "--split", "train", "--samples", "2", "--k", "1", "--k", "2", "--trajectories", str(out),
         "--set", "agent.max_turns=2", "--set", "agent.max_new_tokens=8", "--set", "agent.search_backend=bm25",
+        "--set", f"engine.backend={backend}", "--set", "engine.kv_cache_tokens=16384",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
