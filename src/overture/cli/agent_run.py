@@ -1,24 +1,25 @@
 """What `overture tools run` and `overture agent` do, apart from argument parsing.
 
-Layer 6 glue: a checkpoint runs through the engine behind the agent's `Policy` protocol
-(`overture.orchestration.engine_policy.EnginePolicy`), a scripted policy stands in for a model in tests and
-demos, an observer prints the episode as it runs, and `apply_diff` writes the sandbox's diff
-back to the repository with `patch`.
+Layer 6 glue: a checkpoint runs through the rollout engine `engine.backend` names, behind the
+agent's `Policy` protocol (`overture.orchestration.rollout_engine`), a scripted policy stands in
+for a model in tests and demos, an observer prints the episode as it runs, and `apply_diff`
+writes the sandbox's diff back to the repository with `patch`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from overture.agent import Episode, ScriptedPolicy, ToolContext, ToolSet, Trajectory
 from overture.config import RunConfig
-from overture.orchestration.engine_policy import EnginePolicy
 from overture.sandbox import SandboxError, SandboxPool
 from overture.sandbox.python_env import PythonEnvironment
 from overture.text import Tokenizer, train_default_tokenizer
@@ -118,24 +119,35 @@ def apply_diff(repo: Path, diff: str) -> None:
     subprocess.run(check, input=diff, text=True, capture_output=True, check=True)
 
 
-def make_policy(
+@contextlib.contextmanager
+def agent_policy(
     model: Path | None, script: Path | None, tokenizer_dir: Path | None, config: RunConfig
-) -> tuple[Any, Tokenizer]:
-    """The policy and tokenizer `overture agent` runs: a checkpoint through the engine, or a script.
+) -> Iterator[tuple[Any, Tokenizer]]:
+    """The policy and tokenizer `overture agent` runs: a checkpoint through the engine
+    `engine.backend` names (overture's, or a vLLM server started for the episode), or a script.
 
     A script without a tokenizer uses the tokenizer overture trains by default.
     """
     if script is not None:
         tokenizer = load_tokenizer(tokenizer_dir or model)
-        return ScriptedPolicy(tokenizer, load_script(script)), tokenizer
-    from overture.engine import Engine
-    from overture.model import load_pretrained
+        yield ScriptedPolicy(tokenizer, load_script(script)), tokenizer
+        return
+    import torch
+
+    from overture.model import read_model_config
+    from overture.orchestration.rollout_engine import open_rollout_engine
 
     assert model is not None
-    weights = load_pretrained(model)  # first: a directory that is no checkpoint is named as such
+    read_model_config(model)  # first: a directory that is no checkpoint is named as such
     tokenizer = Tokenizer.from_dir(tokenizer_dir or model)
-    engine = Engine(weights, tokenizer, config=config.engine)
-    return EnginePolicy(engine), tokenizer
+    with (
+        tempfile.TemporaryDirectory(prefix="overture-agent-") as scratch,
+        open_rollout_engine(
+            config, model, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
+            log_dir=Path(scratch),
+        ) as engine,
+    ):  # fmt: skip
+        yield engine.policy(), tokenizer
 
 
 def run_episode_sync(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -161,7 +162,7 @@ def agent(
     set_: Overrides = None,
 ) -> None:
     """Run a model as a coding agent on a repository in a copy-on-write sandbox; print the diff."""
-    from overture.cli.agent_run import apply_diff, make_policy, run_episode_sync
+    from overture.cli.agent_run import agent_policy, apply_diff, run_episode_sync
 
     if (model is None) == (script is None):
         raise typer.BadParameter("give exactly one of --model DIR or --script FILE")
@@ -174,15 +175,12 @@ def agent(
 
         echo(f"── building the environment of {repo}")
         python = as_python(resolve_environment(repo)[1])
-    try:
-        policy, tok = make_policy(model, script, tokenizer, run_config)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    try:
+    with contextlib.ExitStack() as opened:
+        try:
+            policy, tok = opened.enter_context(agent_policy(model, script, tokenizer, run_config))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
         trajectory, diff = run_episode_sync(repo, instruction, policy, tok, run_config, echo, python)
-    finally:
-        if hasattr(policy, "close"):
-            policy.close()
     summary = {"status": trajectory.status, "reason": trajectory.status_reason, **trajectory.metrics}
     echo(f"── episode {trajectory.status} ({trajectory.status_reason}): {json.dumps(summary)}")
     if out is not None:
