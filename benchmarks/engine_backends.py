@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import random
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import torch
 
 from overture.config import load_config
 from overture.model import load_pretrained
-from overture.orchestration.rollout_engine import open_rollout_engine
+from overture.orchestration.rollout_engine import open_checkpoint_engine
 from overture.text import Tokenizer
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tiny.toml"
@@ -46,13 +45,7 @@ def trainer_logprobs(model, prompt: list[int], tokens: list[int], temperature: f
 def measure(overrides: list[str], checkpoint: Path, tokenizer: Tokenizer, prompts, args, model) -> dict:
     sampling = [f"engine.temperature={args.temperature}", "engine.max_repeats=0"]  # no guard in vLLM
     config = load_config(CONFIG, [*overrides, *sampling])
-    with (
-        tempfile.TemporaryDirectory(prefix="engine-backends-") as scratch,
-        open_rollout_engine(
-            config, checkpoint, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
-            log_dir=Path(scratch),
-        ) as engine,
-    ):  # fmt: skip
+    with open_checkpoint_engine(config, checkpoint, tokenizer) as engine:
         policy = engine.policy()
 
         async def generate():

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -132,21 +131,13 @@ def agent_policy(
         tokenizer = load_tokenizer(tokenizer_dir or model)
         yield ScriptedPolicy(tokenizer, load_script(script)), tokenizer
         return
-    import torch
-
     from overture.model import read_model_config
-    from overture.orchestration.rollout_engine import open_rollout_engine
+    from overture.orchestration.rollout_engine import open_checkpoint_engine
 
     assert model is not None
     read_model_config(model)  # first: a directory that is no checkpoint is named as such
     tokenizer = Tokenizer.from_dir(tokenizer_dir or model)
-    with (
-        tempfile.TemporaryDirectory(prefix="overture-agent-") as scratch,
-        open_rollout_engine(
-            config, model, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
-            log_dir=Path(scratch),
-        ) as engine,
-    ):  # fmt: skip
+    with open_checkpoint_engine(config, model, tokenizer) as engine:
         yield engine.policy(), tokenizer
 
 

@@ -210,13 +210,10 @@ def evaluate_checkpoint(
 ) -> None:
     """Held-out pass@1 (and pass@k) of a checkpoint as a coding agent on graded tasks; JSON."""
     import asyncio
-    import tempfile
-
-    import torch
 
     from overture.evaluation.held_out import evaluate
     from overture.model import read_model_config
-    from overture.orchestration.rollout_engine import open_rollout_engine
+    from overture.orchestration.rollout_engine import open_checkpoint_engine
     from overture.recipes.main_job.job_tasks import load_task_set, spread_over_repos
     from overture.tasks.spec import write_jsonl
     from overture.text import Tokenizer
@@ -233,14 +230,8 @@ def evaluate_checkpoint(
     chosen = spread_over_repos([task for task in every if task.split == split], limit)
     if not chosen:
         raise typer.BadParameter(f"{origin.path}: no tasks in split {split!r}", param_hint="--split")
-    # engine.backend: overture's engine here, or vLLM servers (a started one logs into `scratch`).
-    with (
-        tempfile.TemporaryDirectory(prefix="overture-eval-") as scratch,
-        open_rollout_engine(
-            run_config, checkpoint, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
-            log_dir=Path(scratch),
-        ) as engine,
-    ):  # fmt: skip
+    # engine.backend: overture's engine here, or vLLM servers.
+    with open_checkpoint_engine(run_config, checkpoint, tokenizer) as engine:
         try:
             sections = (run_config.agent, run_config.sandbox, run_config.tasks)
             report, episodes = asyncio.run(

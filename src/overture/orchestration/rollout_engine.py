@@ -15,6 +15,7 @@ Either way the caller sees one handle: `version`, `policy(**sampling)`, `update_
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +77,23 @@ def open_rollout_engine(
             top_p=config.engine.top_p,
             stop_token_ids=[tokenizer.im_end_id],
         )
+
+
+@contextlib.contextmanager
+def open_checkpoint_engine(
+    config: RunConfig, checkpoint: Path, tokenizer: Tokenizer
+) -> Iterator[EngineHandle]:
+    """`open_rollout_engine` for a checkpoint served once (`overture eval`, `overture agent`, the
+    backends benchmark): version 0, float32 on the CPU, a started server's log in a temporary
+    folder removed on close."""
+    with (
+        tempfile.TemporaryDirectory(prefix="overture-engine-") as scratch,
+        open_rollout_engine(
+            config, checkpoint, tokenizer, version=0, device=torch.device("cpu"), dtype=torch.float32,
+            log_dir=Path(scratch),
+        ) as engine,
+    ):  # fmt: skip
+        yield engine
 
 
 def kv_bytes_per_token(model: ModelConfig, dtype: str) -> int:
