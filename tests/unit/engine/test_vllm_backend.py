@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 import torch
+from conftest import tiny_model_config
 
-from overture.config import ModelConfig
 from overture.engine.vllm_client import VllmClient, VllmClientError, prompt_request_ids
 from overture.engine.vllm_server import VllmServer, VllmServerError, check_vllm_python, default_python
 from overture.model import Transformer, load_pretrained, save_pretrained
@@ -42,21 +42,10 @@ CONTEXT = 32768
 def tiny_moe(seed: int) -> Transformer:
     """A random Qwen3-MoE that vLLM's CPU kernels take: widths multiples of 32, no overture-only parts."""
     torch.manual_seed(seed)
-    config = ModelConfig(
-        vocab_size=256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        num_experts=8,
-        num_experts_per_tok=2,
-        moe_intermediate_size=32,
-        mlp_only_layers=[1],
-        max_position_embeddings=CONTEXT,
-        initializer_range=0.1,
-    )
+    config = tiny_model_config(
+        vocab_size=256, hidden_size=64, intermediate_size=128, head_dim=32, moe_intermediate_size=32,
+        max_position_embeddings=CONTEXT, initializer_range=0.1,
+    )  # fmt: skip
     return Transformer(config).eval()
 
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 import torch
+from conftest import tiny_model_config
 
-from overture.config import ModelConfig
 from overture.engine.vllm_client import VllmClient
 from overture.engine.vllm_server import VllmServer, default_python
 from overture.model import Transformer, load_pretrained, save_pretrained
@@ -20,10 +20,10 @@ needs_vllm = pytest.mark.skipif(
     not default_python().exists(), reason="vLLM's environment is not built: run `make vllm-env`"
 )
 CONTEXT = 32768
-CONFIG = ModelConfig(
-    vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=32, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
-    mlp_only_layers=[1], max_position_embeddings=CONTEXT, initializer_range=0.1, tie_word_embeddings=True,
+# The shared tiny layout at widths vLLM's CPU kernels take (multiples of 32), embeddings tied.
+CONFIG = tiny_model_config(
+    vocab_size=256, hidden_size=64, intermediate_size=128, head_dim=32, moe_intermediate_size=32,
+    max_position_embeddings=CONTEXT, initializer_range=0.1, tie_word_embeddings=True,
 )  # fmt: skip
 PROMPT = [5, 6, 7, 8]
 BUDGET = 30000  # far more than the seconds below make, however loaded the machine
