@@ -13,6 +13,7 @@ mode (`VllmServer` turns it on).
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -30,6 +31,10 @@ _TOKEN_PREFIX = "token_id:"
 
 class VllmClientError(RuntimeError):
     """The server refused a request, could not be reached, or answered something unexpected."""
+
+
+class VllmUnreachableError(VllmClientError):
+    """No answer from the server: it is down, or went down while the request was in flight."""
 
 
 @dataclass
@@ -72,9 +77,9 @@ class VllmClient:
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:2000]
             raise VllmClientError(f"{method} {self.base_url}{path}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise VllmClientError(
+            raise VllmUnreachableError(
                 f"{method} {self.base_url}{path}: cannot reach the vLLM server: {reason}"
             ) from None
         if not raw:

@@ -173,10 +173,11 @@ class StepReport:
 
     Counts (`groups_dropped_stale`, `episodes_*`, `requests_resent`, `tokens_generated`,
     `generation_idle_s`, `wall_s`, `groups_left_out`) cover the time since the previous report;
-    `requests_resent` counts generation requests sent again because the engine's process died
-    (Ray only); `groups_left_out` counts zero-signal groups dynamic sampling kept out of batches,
-    `groups_left_out_resolved` those of them whose every episode resolved its task (the rest
-    failed every time): which kind of task the sampling spent itself on.
+    `requests_resent` counts generation requests sent again because the engine's process (the
+    engine actor's, or a vLLM server's) died under them; `groups_left_out` counts zero-signal
+    groups dynamic sampling kept out of batches, `groups_left_out_resolved` those of them whose
+    every episode resolved its task (the rest failed every time): which kind of task the
+    sampling spent itself on.
     `reward_mean` is over the batch; `sampled_reward_mean` over the batch and the groups left out,
     which is the policy's reward on what it sampled. `episode_means` are the batch's means of each
     reward term (`REWARD_TERMS`: the score and the costs subtracted from it) and of the behaviour

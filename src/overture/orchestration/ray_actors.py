@@ -168,7 +168,6 @@ class RolloutWorker:
         self._rollouts: LocalRollouts | None = None
         self._groups: dict[str, tuple[Any, asyncio.Future]] = {}
         self._commands: dict[str, tuple[int, str]] = {}  # group id → newest (number, command)
-        self._resent_reported = 0
 
     async def start(self) -> None:
         self._pool = SandboxPool(self.config.sandbox)
@@ -217,10 +216,7 @@ class RolloutWorker:
     async def take_stats(self) -> dict[str, float]:
         if self._rollouts is None:
             raise RuntimeError("rollout worker used before start()")
-        counts = await self._rollouts.take_stats()
-        counts["requests_resent"] = self.policy.requests_resent - self._resent_reported
-        self._resent_reported = self.policy.requests_resent
-        return counts
+        return await self._rollouts.take_stats()
 
     async def close(self) -> None:
         runners = [runner for _, runner in self._groups.values()]

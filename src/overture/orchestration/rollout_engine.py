@@ -53,8 +53,8 @@ def open_rollout_engine(
         return
     model_config = read_model_config(checkpoint)
     context = config.engine.max_model_len or model_config.max_position_embeddings
-    with contextlib.ExitStack() as servers:
-        urls = list(config.engine.vllm_urls)
+    with contextlib.ExitStack() as stack:
+        urls, servers = list(config.engine.vllm_urls), []
         if not urls:
             per_token = kv_bytes_per_token(model_config, config.engine.vllm_dtype)
             cache_bytes = config.engine.kv_cache_tokens * per_token
@@ -65,7 +65,7 @@ def open_rollout_engine(
                 max_model_len=context,
                 extra_args=["--kv-cache-memory-bytes", str(cache_bytes)],
             )
-            servers.enter_context(server)
+            servers = [stack.enter_context(server)]
             urls = [server.url]
         yield VllmEngine(
             [VllmClient(url) for url in urls],
@@ -73,6 +73,7 @@ def open_rollout_engine(
             log_dir / "vllm-weights",
             max_model_len=context,
             version=version,
+            servers=servers,
             temperature=config.engine.temperature,
             top_p=config.engine.top_p,
             stop_token_ids=[tokenizer.im_end_id],

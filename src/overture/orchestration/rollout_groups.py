@@ -259,17 +259,23 @@ class Rollouts(Protocol):
 
 
 class LocalRollouts:
-    """Groups run in this process's event loop, on `env`."""
+    """Groups run in this process's event loop, on `env`. Its stats count, as `requests_resent`,
+    the requests the policy sent again because its engine died under them (a policy over another
+    process's engine keeps that count as `requests_resent`)."""
 
     def __init__(self, env: RolloutEnv) -> None:
         self.env = env
         self.stats = RolloutStats()
+        self._resent_reported = 0
 
     def start(self, task: Task, group_id: str) -> RolloutGroup:
         return RolloutGroup(task, group_id, self.env, self.stats)
 
     async def take_stats(self) -> dict[str, float]:
-        return self.stats.take()
+        counts = self.stats.take()
+        resent = getattr(self.env.policy, "requests_resent", 0)
+        counts["requests_resent"], self._resent_reported = resent - self._resent_reported, resent
+        return counts
 
 
 def policy_versions(trajectory: Trajectory) -> list[int]:

@@ -12,13 +12,24 @@ own engine. Requests that arrive during an update wait for it.
 Replicas: each request goes to the server with the fewest of this engine's requests in flight.
 The trainer's weights reach the servers as a Hugging Face checkpoint directory per version
 under `weights_dir` (the previous one is removed once the new one serves).
+
+A server that dies under a request: the request fails, and the generation waits for the server
+to answer `/health` again (restarted by its `VllmServer`, or by whoever runs a joined one; for up
+to `recover_wait_s`), has the weights serving now loaded into it again (once per death, whoever
+notices first), and sends its request again from where the turn stood before that request: the
+tokens of the lost request died with the server, the turn's earlier tokens and their versions
+stay. The policy counts such requests (`requests_resent`). A supervised server is also restarted
+from the newest weights directory, so a restart while idle never serves older weights; a joined
+server restarted by its owner while nothing was in flight is not noticed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
@@ -28,12 +39,15 @@ import torch
 
 from overture.agent import Generation, Policy
 from overture.config import ModelConfig
-from overture.engine.vllm_client import VllmClient, prompt_request_ids
+from overture.engine.vllm_client import VllmClient, VllmClientError, prompt_request_ids
+from overture.engine.vllm_server import VllmServer
 from overture.model import Transformer, save_pretrained
 
 # How often an interrupted request's abort is sent again until its request returns: an abort that
 # reaches the server before the request does is a no-op there.
 ABORT_RETRY_S = 0.1
+RECOVER_WAIT_S = 900.0  # how long a request waits for its dead server to answer again
+RECOVER_POLL_S = 0.5
 
 
 class VllmEngine:
@@ -41,6 +55,8 @@ class VllmEngine:
 
     `sampling` (temperature, top_p, stop_token_ids, seed) applies to every request; `max_model_len`
     is the servers' context, which cuts each request's budget as overture's engine does.
+    `servers`: the `VllmServer`s behind the clients that this process supervises (same order; None
+    for a joined one), restarted from the newest weights.
     """
 
     def __init__(
@@ -51,11 +67,18 @@ class VllmEngine:
         *,
         max_model_len: int,
         version: int = 0,
+        servers: Sequence[VllmServer | None] = (),
+        recover_wait_s: float = RECOVER_WAIT_S,
         **sampling: Any,
     ) -> None:
         if not clients:
             raise ValueError("a vLLM engine needs at least one server")
+        if servers and len(servers) != len(clients):
+            raise ValueError(f"{len(servers)} supervised servers given for {len(clients)} clients")
         self.clients = list(clients)
+        self.servers = list(servers) or [None] * len(self.clients)
+        self.recover_wait_s = recover_wait_s
+        self._deaths = [0] * len(self.clients)  # deaths recovered from, per server
         self.model_config = model_config
         self.weights_dir = Path(weights_dir)
         self.max_model_len = max_model_len
@@ -81,6 +104,7 @@ class VllmEngine:
             self._serving.set()
             self._drained = asyncio.Event()  # set: no request of this engine is on a server
             self._drained.set()
+            self._reloading = asyncio.Lock()  # held while servers load weights
 
     def policy(self, **sampling: Any) -> Policy:
         """Requests on these servers; `sampling` overrides the engine's own for them."""
@@ -101,22 +125,55 @@ class VllmEngine:
             await self._drained.wait()
             folder = self.weights_dir / f"version-{version:06d}"
             await asyncio.to_thread(write_checkpoint, weights, self.model_config, folder)
-            await asyncio.gather(*(asyncio.to_thread(c.update_weights, folder) for c in self.clients))
-            self._version = version
-            if self._served_dir is not None and self._served_dir != folder:
-                shutil.rmtree(self._served_dir, ignore_errors=True)
-            self._served_dir = folder
+            async with self._reloading:
+                await asyncio.gather(*(self._load_weights(i, folder) for i in range(len(self.clients))))
+                self._version = version
+                if self._served_dir is not None and self._served_dir != folder:
+                    shutil.rmtree(self._served_dir, ignore_errors=True)
+                self._served_dir = folder
         finally:
             self._serving.set()
 
+    async def _load_weights(self, server: int, folder: Path) -> None:
+        """Have `server` serve `folder`'s weights (waiting for it to answer if it is down), and be
+        restarted from them if it is supervised (caller holds `_reloading`)."""
+        supervised = self.servers[server]
+        if supervised is not None:
+            supervised.model_dir = folder
+        while True:
+            try:
+                await asyncio.to_thread(self.clients[server].update_weights, folder)
+                return
+            except VllmClientError:
+                if await asyncio.to_thread(self.clients[server].healthy):
+                    raise  # the server is up and refused the weights
+                await self._wait_healthy(server)
+
     # ------------------------------------------------------------------ requests
 
-    async def _complete(self, generation: VllmGeneration) -> tuple[Any, int]:
+    async def _complete(self, generation: VllmGeneration) -> tuple[Any, int] | None:
         """One vLLM request continuing `generation` under the weights serving now; the completion
-        and the version that made all of its tokens."""
+        and the version that made all of its tokens. Sent again after its server's death (see
+        the module docstring); None if the generation was aborted while its server was down."""
         self._in_this_loop()
-        await self._serving.wait()
-        server = min(range(len(self.clients)), key=self._load.__getitem__)
+        resent = False
+        while True:
+            await self._serving.wait()
+            server = min(range(len(self.clients)), key=self._load.__getitem__)
+            deaths = self._deaths[server]
+            try:
+                return await self._request(generation, server)
+            except VllmClientError:
+                if await asyncio.to_thread(self.clients[server].healthy):
+                    raise  # the server is up: the request itself was refused
+            if not resent:
+                generation.policy.requests_resent += 1
+                resent = True
+            if not await self._wait_healthy(server, generation):
+                return None
+            await self._reload_after_death(server, deaths)
+
+    async def _request(self, generation: VllmGeneration, server: int) -> tuple[Any, int]:
         client, version = self.clients[server], self._version
         request_id = uuid.uuid4().hex
         generation.current = (client, prompt_request_ids(request_id, 1)[0], threading.Event())
@@ -138,16 +195,41 @@ class VllmEngine:
                 self._drained.set()
         return completion, version
 
+    async def _wait_healthy(self, server: int, generation: VllmGeneration | None = None) -> bool:
+        """Wait until `server` answers `/health`; False if `generation` was aborted meanwhile,
+        `VllmClientError` after `recover_wait_s`."""
+        client = self.clients[server]
+        deadline = time.monotonic() + self.recover_wait_s
+        while not await asyncio.to_thread(client.healthy):
+            if generation is not None and generation.aborted:
+                return False
+            if time.monotonic() > deadline:
+                raise VllmClientError(
+                    f"the vLLM server at {client.base_url} went down and did not answer again "
+                    f"within {self.recover_wait_s:.0f} s"
+                )
+            await asyncio.sleep(RECOVER_POLL_S)
+        return True
+
+    async def _reload_after_death(self, server: int, deaths: int) -> None:
+        """Load the weights serving now into a server back from its death number `deaths + 1`,
+        unless a request that failed with it did already."""
+        async with self._reloading:
+            if self._deaths[server] != deaths:
+                return
+            if self._served_dir is not None:
+                await self._load_weights(server, self._served_dir)
+            self._deaths[server] += 1
+
 
 class VllmGeneration:
     """One assistant turn generated on vLLM, as a `PolicyRequest`: awaiting it gives the
     `Generation`, its tokens tagged with the versions that made them."""
 
-    def __init__(
-        self, engine: VllmEngine, prompt_ids: list[int], budget: int, sampling: dict[str, Any]
-    ) -> None:
-        self.engine = engine
-        self.sampling = sampling
+    def __init__(self, policy: VllmPolicy, prompt_ids: list[int], budget: int) -> None:
+        self.policy = policy
+        self.engine = policy.engine
+        self.sampling = policy.sampling
         self.prompt_ids = list(prompt_ids)
         self.budget = budget
         self.token_ids: list[int] = []
@@ -169,7 +251,8 @@ class VllmGeneration:
 
         def keep_aborting() -> None:
             while not returned.is_set():
-                client.abort([request_id])
+                with contextlib.suppress(VllmClientError):  # a dead server fails the request itself
+                    client.abort([request_id])
                 returned.wait(ABORT_RETRY_S)
 
         threading.Thread(target=keep_aborting, name="vllm-abort", daemon=True).start()
@@ -179,7 +262,10 @@ class VllmGeneration:
         try:
             reason = "length"
             while not self.aborted and len(self.token_ids) < self.budget:
-                completion, version = await self.engine._complete(self)
+                result = await self.engine._complete(self)
+                if result is None:
+                    break  # aborted while its server was down
+                completion, version = result
                 self.token_ids += completion.token_ids
                 self.logprobs += completion.logprobs
                 self.versions += [version] * len(completion.token_ids)
@@ -197,15 +283,22 @@ class VllmGeneration:
 
 
 class VllmPolicy:
-    """A `VllmEngine` behind the agent's `Policy` protocol, with its requests' sampling settings."""
+    """A `VllmEngine` behind the agent's `Policy` protocol, with its requests' sampling settings.
+    `requests_resent` counts its requests sent again because their server died under them."""
 
     def __init__(self, engine: VllmEngine, sampling: dict[str, Any]) -> None:
         self.engine = engine
         self.sampling = sampling
+        self.requests_resent = 0
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> VllmGeneration:
-        budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
-        return VllmGeneration(self.engine, prompt_ids, budget, self.sampling)
+        """Refuses a token id outside the vocabulary here: vLLM, serving without a tokenizer, does
+        not check ids, and one past the embedding's end kills the server."""
+        vocab = self.engine.model_config.vocab_size
+        outside = next((t for t in prompt_ids if not 0 <= t < vocab), None)
+        if outside is not None:
+            raise ValueError(f"prompt token id {outside} is outside the vocabulary (0..{vocab - 1})")
+        return VllmGeneration(self, prompt_ids, self.engine.fitting_budget(len(prompt_ids), max_new_tokens))
 
 
 def write_checkpoint(weights: Mapping[str, torch.Tensor], config: ModelConfig, folder: Path) -> Path:

@@ -1,17 +1,21 @@
 """vLLM behind the orchestrator's engine handle and the agent's `Policy`: per-token versions
-across a weight update in mid-generation, aborts, and the trainer's weights written for the
-servers. The server tests need `make vllm-env` (skipped without it) and share one server."""
+across a weight update in mid-generation, aborts, a server's death in mid-request, and the
+trainer's weights written for the servers. The server tests need `make vllm-env` (skipped
+without it) and share one server, which the last one kills."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
+import urllib.request
 
 import pytest
 import torch
 from conftest import tiny_model_config
 
-from overture.engine.vllm_client import VllmClient
+from overture.engine.vllm_client import VllmClient, VllmClientError
 from overture.engine.vllm_server import VllmServer, default_python
 from overture.model import Transformer, load_pretrained, save_pretrained
 from overture.orchestration.vllm_engine import VllmEngine, write_checkpoint
@@ -101,3 +105,73 @@ def test_a_weight_update_in_mid_generation_tags_each_token_with_the_weights_that
     late = asyncio.run(late_request())
     assert late.versions == [1] * 16 and late.finish_reason == "length"
     assert late.logprobs == pytest.approx(teacher_forced(new, PROMPT, late.token_ids), abs=1e-3)
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused_before_it_reaches_a_server(tmp_path):
+    engine = VllmEngine([VllmClient("http://127.0.0.1:9")], CONFIG, tmp_path, max_model_len=CONTEXT)
+    with pytest.raises(ValueError, match=f"token id {CONFIG.vocab_size} is outside the vocabulary"):
+        engine.policy().generate([5, CONFIG.vocab_size], 4)
+    with pytest.raises(ValueError, match="token id -1"):
+        engine.policy().generate([-1], 4)
+
+
+@needs_vllm
+def test_a_request_the_server_refuses_fails_at_once(server, tmp_path):
+    engine = VllmEngine([VllmClient(server.url)], CONFIG, tmp_path / "weights", max_model_len=CONTEXT)
+    policy = engine.policy()
+
+    async def run():
+        return await policy.generate([5] * (CONTEXT + 1), 4)  # longer than the server's context
+
+    with pytest.raises(VllmClientError, match="HTTP 400"):
+        asyncio.run(run())
+    assert policy.requests_resent == 0 and server.starts == 1
+
+
+async def in_flight(request, server: VllmServer, tokens: float) -> None:
+    """Wait until `request` has a vLLM request on `server` and the server's process has counted
+    `tokens` generated tokens."""
+    while request.current is None or await asyncio.to_thread(generated_tokens, server) < tokens:
+        await asyncio.sleep(0.05)
+
+
+def generated_tokens(server: VllmServer) -> float:
+    """The server process's count of generated tokens (its Prometheus counter); 0 while it is down."""
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"{server.url}/metrics") as r:
+            lines = r.read().decode().splitlines()
+    except OSError:
+        return 0.0
+    return sum(float(line.split()[-1]) for line in lines if line.startswith("vllm:generation_tokens_total"))
+
+
+@needs_vllm
+def test_a_server_killed_in_mid_request_is_restarted_and_the_request_sent_again(server, tmp_path):
+    new = model(2)
+    engine = VllmEngine(
+        [VllmClient(server.url)], CONFIG, tmp_path / "weights", max_model_len=CONTEXT, servers=[server],
+        temperature=1.0,
+    )  # fmt: skip
+    policy = engine.policy()
+    starts = server.starts
+
+    async def run():
+        await engine.update_weights(new.state_dict(), 3)
+        request = policy.generate(PROMPT, BUDGET)
+        generation = asyncio.ensure_future(request)
+        await in_flight(request, server, generated_tokens(server) + 8)
+        os.killpg(server.pid, signal.SIGKILL)
+        while server.starts == starts or request.current is None:  # restarted, and sent again
+            assert not generation.done(), "the generation ended instead of waiting for its server"
+            await asyncio.sleep(0.1)
+        await in_flight(request, server, 8)  # the restarted process counts from 0
+        request.abort()
+        return await generation
+
+    result = asyncio.run(run())
+    assert server.starts == starts + 1 and policy.requests_resent == 1
+    assert result.finish_reason == "abort" and 0 < len(result.token_ids) < BUDGET
+    # The lost request's tokens died with the server; the resent one continued from the prompt
+    # under the newest weights, which the restarted server loaded (not its first checkpoint).
+    assert result.versions == [3] * len(result.token_ids)
+    assert result.logprobs == pytest.approx(teacher_forced(new, PROMPT, result.token_ids), abs=1e-3)
