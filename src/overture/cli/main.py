@@ -148,6 +148,13 @@ def agent(
         Path | None, typer.Option(help="instead of a model: a JSON list of assistant turns to play")
     ] = None,
     tokenizer: Annotated[Path | None, typer.Option(help="tokenizer directory, if not the model's")] = None,
+    engine_url: Annotated[
+        str | None,
+        typer.Option(
+            help="a running vLLM server that serves --model (e.g. started by `vllm serve MODEL`): the "
+            "episode generates there (engine.backend = vllm, engine.vllm_urls = [URL])"
+        ),
+    ] = None,
     apply: Annotated[bool, typer.Option(help="write the final diff back to the repository")] = False,
     out: Annotated[Path | None, typer.Option(help="write the trajectory (JSON) to this file")] = None,
     env: Annotated[
@@ -168,7 +175,12 @@ def agent(
         raise typer.BadParameter("give exactly one of --model DIR or --script FILE")
     if not repo.is_dir():
         raise typer.BadParameter(f"{repo}: not a directory", param_hint="--repo")
-    run_config = load_config(config, set_ or [])
+    if engine_url is not None and model is None:
+        raise typer.BadParameter("--engine-url needs --model: the checkpoint the server serves")
+    served_by = []
+    if engine_url is not None:
+        served_by = ["engine.backend=vllm", f"engine.vllm_urls={json.dumps([engine_url])}"]
+    run_config = load_config(config, [*(set_ or []), *served_by])
     python = None
     if env:
         from overture.tasks.environment import as_python, resolve_environment

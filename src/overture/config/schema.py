@@ -389,6 +389,15 @@ class EngineConfig(Section):
         "compiler: torch ops",
     )
 
+    @field_validator("vllm_urls")
+    @classmethod
+    def _check_vllm_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            scheme, _, rest = url.partition("://")
+            if scheme not in ("http", "https") or not rest.strip("/"):
+                raise ValueError(f"{url!r} is not a server's address: expected http://HOST:PORT")
+        return urls
+
 
 class SandboxConfig(Section):
     """Isolation, limits of every sandboxed command, and the pool's bounds."""

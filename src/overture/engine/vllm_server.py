@@ -95,9 +95,12 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 class VllmServer:
     """One vLLM OpenAI-compatible server process serving `model_dir`, supervised.
 
-    `python` is vLLM's interpreter (default: `default_python()`); `dtype` its compute dtype;
-    `extra_args` go to the server's command line and `env` into its environment. With `restart`,
-    a monitor thread starts the server again (same port) whenever it dies while not stopped.
+    `python` is vLLM's interpreter (default: `default_python()`); `dtype` its compute dtype; with
+    `tokenizer`, the server loads the checkpoint's tokenizer and chat template as `vllm serve`
+    does (for chat completions; overture's token-id requests need neither); `extra_args` go to
+    the server's command line and `env` into its environment. With `restart`, a monitor thread
+    starts the server again (same port) whenever it dies while not stopped, from the checkpoint
+    `model_dir` names then (the caller moves it along as weights change).
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class VllmServer:
         dtype: str = "auto",
         max_model_len: int | None = None,
         served_model_name: str = "overture",
+        tokenizer: bool = False,
         startup_timeout: float = 600.0,
         restart: bool = True,
         extra_args: Sequence[str] = (),
@@ -120,6 +124,7 @@ class VllmServer:
         self.dtype = dtype
         self.max_model_len = max_model_len
         self.served_model_name = served_model_name
+        self.tokenizer = tokenizer
         self.startup_timeout = startup_timeout
         self.restart = restart
         self.extra_args = list(extra_args)
@@ -155,12 +160,13 @@ class VllmServer:
             "--port", str(self.port),
             "--dtype", self.dtype,
             "--enforce-eager",
-            # Prompts arrive as token ids and completions leave as token ids: no tokenizer needed.
-            "--skip-tokenizer-init",
             # Logprobs of the distribution tokens are sampled from (after temperature, top-p).
             "--logprobs-mode", "processed_logprobs",
             "--worker-extension-cls", EXTENSION_CLS,
         ]  # fmt: skip
+        if not self.tokenizer:
+            # overture's prompts arrive as token ids and completions leave as token ids.
+            args.append("--skip-tokenizer-init")
         if self.max_model_len is not None:
             args += ["--max-model-len", str(self.max_model_len)]
         return args + self.extra_args

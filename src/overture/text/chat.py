@@ -66,14 +66,14 @@ def split_markers(text: str) -> list[Piece]:
 
 # ----------------------------------------------------------------------------- system turn
 
-_TOOLS_INTRO = (
+TOOLS_INTRO = (
     "# Tools\n\n"
     "You can call the functions below. Each line inside <tools></tools> is the JSON schema "
     "of one function.\n<tools>\n"
 )
-_CALL_INSTRUCTION_HEAD = "\n</tools>\n\nTo call a function, write a block like this:\n"
-_CALL_EXAMPLE = '\n{"name": <function name>, "arguments": <JSON object with the arguments>}\n'
-_CALL_INSTRUCTION_TAIL = (
+CALL_INSTRUCTION_HEAD = "\n</tools>\n\nTo call a function, write a block like this:\n"
+CALL_EXAMPLE = '\n{"name": <function name>, "arguments": <JSON object with the arguments>}\n'
+CALL_INSTRUCTION_TAIL = (
     "\nYou may write several blocks in one turn when the calls do not depend on each other: "
     "they run in parallel, and their results come back in the same order. Wait for a result "
     "before a call that needs it."
@@ -103,11 +103,11 @@ def system_pieces(system: str, tools: Sequence[dict[str, Any]] | None = None) ->
         lead = "\n\n" if system else ""
         schemas = "\n".join(tool_schema_line(tool) for tool in tools)
         pieces += [
-            _text(lead + _TOOLS_INTRO + schemas + _CALL_INSTRUCTION_HEAD),
+            _text(lead + TOOLS_INTRO + schemas + CALL_INSTRUCTION_HEAD),
             _marker(TOOL_CALL_OPEN),
-            _text(_CALL_EXAMPLE),
+            _text(CALL_EXAMPLE),
             _marker(TOOL_CALL_CLOSE),
-            _text(_CALL_INSTRUCTION_TAIL),
+            _text(CALL_INSTRUCTION_TAIL),
         ]
     return [*pieces, *turn_end_pieces()]
 

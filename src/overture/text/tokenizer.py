@@ -18,6 +18,7 @@ from typing import Any
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from overture.text.chat_template import CHAT_TEMPLATE
 from overture.text.markers import ENDOFTEXT, IM_END, IM_START, REQUIRED_TOKENS, SPECIAL_TOKENS
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -102,6 +103,7 @@ class Tokenizer:
             "model_max_length": model_max_length,
             "clean_up_tokenization_spaces": False,
             "add_prefix_space": False,
+            "chat_template": CHAT_TEMPLATE,
         }
 
     # ----------------------------------------------------------------- encode / decode

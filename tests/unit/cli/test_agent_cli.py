@@ -1,4 +1,5 @@
-"""`overture tools run` and `overture agent`: real sandboxes, a real repository, a scripted policy."""
+"""`overture tools run` and `overture agent`: real sandboxes, a real repository, a scripted policy,
+and a trained checkpoint served by vLLM as it is (needs `make vllm-env`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,17 @@ from conftest import SMOKE_CONFIG
 from typer.testing import CliRunner
 
 from overture.cli.main import app
+from overture.engine.vllm_client import VllmClient
+from overture.engine.vllm_server import VllmServer, default_python
+from overture.text import Tokenizer
+from overture.text.chat import (
+    render_assistant,
+    render_assistant_header,
+    render_system,
+    render_tool_responses,
+    render_user,
+)
+from overture.text.tool_calls import ToolCall
 
 runner = CliRunner()
 
@@ -103,6 +115,12 @@ def test_agent_rejects_bad_arguments(tmp_path):
     bad.write_text('{"not": "a list"}')
     result = runner.invoke(app, ["agent", "--repo", str(repo), "--script", str(bad), "task"])
     assert result.exit_code == 2 and "JSON list of strings" in result.output
+    url = ["--engine-url", "http://127.0.0.1:9"]
+    result = runner.invoke(app, ["agent", "--repo", str(repo), "--script", str(bad), *url, "task"])
+    assert result.exit_code == 2 and "--engine-url needs --model" in " ".join(result.output.split())
+    url = ["--engine-url", "localhost:8000"]
+    result = runner.invoke(app, ["agent", "--repo", str(repo), "--model", str(tmp_path), *url, "task"])
+    assert result.exit_code != 0 and "expected http://HOST:PORT" in " ".join(result.output.split())
     empty = tmp_path / "empty"
     empty.mkdir()
     model, smoke = ["--model", str(empty)], str(SMOKE_CONFIG)
@@ -126,3 +144,48 @@ def test_apply_refuses_a_diff_with_changes_patch_cannot_write(tmp_path):
     with pytest.raises(SandboxError, match="patch cannot write"):
         apply_diff(repo, diff)
     assert (repo / "calc" / "core.py").read_text() == before
+
+
+@pytest.mark.skipif(not default_python().exists(), reason="vLLM's environment is not built: `make vllm-env`")
+def test_a_trained_checkpoint_served_by_vllm_as_it_is_runs_the_agent_and_speaks_its_chat_format(
+    smoke_run, tmp_path
+):
+    checkpoint = smoke_run[0] / "checkpoints" / "final"  # as the job wrote it: weights and tokenizer
+    repo, out = make_repo(tmp_path), tmp_path / "trajectory.json"
+    # The server loads the checkpoint's tokenizer and chat template, as `vllm serve` does.
+    with VllmServer(
+        checkpoint, tmp_path / "server.log", tokenizer=True, env={"VLLM_CPU_KVCACHE_SPACE": "1"}
+    ) as server:  # fmt: skip
+        call = ToolCall("grep", {"pattern": "def mean </tool_call>"})
+        messages = [
+            {"role": "system", "content": "You fix bugs."},
+            {"role": "user", "content": "Fix mean()."},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [{
+                "id": "c0", "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }]},
+            {"role": "tool", "tool_call_id": "c0", "content": "calc/core.py"},
+        ]  # fmt: skip
+        tools = [{"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]
+        body = {"model": "overture", "messages": messages, "tools": tools, "add_generation_prompt": True}
+        rendered = VllmClient(server.url)._request("POST", "/tokenize", body)["tokens"]
+        assert Tokenizer.from_dir(checkpoint).decode(rendered) == (
+            render_system("You fix bugs.", tools) + render_user("Fix mean().")
+            + render_assistant("Looking.", [call]) + render_tool_responses(["calc/core.py"])
+            + render_assistant_header()
+        )  # fmt: skip
+
+        result = runner.invoke(app, [
+            "agent", "--repo", str(repo), "--model", str(checkpoint), "--engine-url", server.url,
+            "--out", str(out), *BM25, "--set", "agent.max_turns=2", "--set", "agent.max_new_tokens=24",
+            "Fix mean().",
+        ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "── episode " in result.stderr
+    trajectory = json.loads(out.read_text())
+    generated = [v for v, m in zip(trajectory["versions"], trajectory["loss_mask"], strict=True) if m]
+    assert generated and set(generated) == {0}
+    logprobs, mask = trajectory["behavior_logprobs"], trajectory["loss_mask"]
+    sampled = [lp for lp, m in zip(logprobs, mask, strict=True) if m]
+    assert all(lp <= 0 for lp in sampled) and any(lp < 0 for lp in sampled)
+    assert "POST /v1/completions HTTP/1.1\" 200" in server.log_path.read_text()

@@ -109,3 +109,11 @@ def test_vllm_rollouts_on_ray_are_refused_by_name():
     with pytest.raises(ValidationError, match=r"engine.backend = 'vllm' runs rollouts from this process"):
         RunConfig.model_validate({"engine": {"backend": "vllm"}, "runtime": {"ray": True}})
     assert RunConfig.model_validate({"engine": {"backend": "vllm"}}).engine.backend == "vllm"
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "http://", "ftp://host:1", ""])
+def test_a_vllm_url_that_is_no_servers_address_is_refused(url):
+    with pytest.raises(ValidationError, match="is not a server's address: expected http://HOST:PORT"):
+        RunConfig.model_validate({"engine": {"vllm_urls": ["http://127.0.0.1:8000", url]}})
+    good = ["http://127.0.0.1:8000", "https://gpu-node-3:8001/"]
+    assert RunConfig.model_validate({"engine": {"vllm_urls": good}}).engine.vllm_urls == good
