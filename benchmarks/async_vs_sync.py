@@ -22,9 +22,10 @@ engine, the trainer, the sandboxed tool calls and test runs, other jobs) and the
 average (`cores_busy`: with every core busy in `sync`, overlap has nothing left to use), and the
 speed-up of its wall time over `sync`. `--set runtime.ray=true` runs every mode on Ray (engine,
 trainer and rollout worker as actors, each its own process), as the main job's RL phase does
-with that setting. A human summary comes first,
-then one JSON object on the last line, with the load average before and after (other jobs on
-the machine share its cores with the engine, the trainer and the test runs).
+with that setting; `--set engine.backend=vllm` generates on a vLLM server started per mode. A
+human summary comes first, then one JSON object on the last line, with the load average before
+and after (other jobs on the machine share its cores with the engine, the trainer and the test
+runs).
 
 A random policy writes no tool call: its episodes are one turn cut at `--max-new-tokens`, all of
 about the same length, and resolve nothing (reward 0 in every mode). Pass `--model` with a trained
@@ -53,16 +54,15 @@ from typing import Any
 import torch
 
 from overture.config import RunConfig, load_config
-from overture.engine import Engine
 from overture.model import load_pretrained, save_pretrained
 from overture.orchestration.orchestrator import (
-    LocalEngine,
     LocalTrainer,
     Orchestrator,
     StepReport,
     local_rollouts,
 )
 from overture.orchestration.ray_actors import ray_rl_runtime
+from overture.orchestration.rollout_engine import open_checkpoint_engine
 from overture.orchestration.rollout_groups import policy_versions
 from overture.rl.setup import build_model, load_tokenizer
 from overture.rl.trainer import rl_trainer
@@ -156,25 +156,24 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
 def run_in_process(
     args: argparse.Namespace, config: RunConfig, tasks: list[Task], tokenizer: Tokenizer
 ) -> tuple[list[StepReport], float]:
+    """The steps in this process, on the engine `engine.backend` names (a vLLM server is started
+    before the clock starts), as the main job's RL phase runs them."""
     checkpoint = Path(args.model)
-    engine = Engine.from_pretrained(checkpoint, config=config.engine)
     trainer = rl_trainer(load_pretrained(checkpoint), config)
-    handle = LocalEngine(engine, temperature=config.rl.sampling_temperature(config.engine))
+    with open_checkpoint_engine(config, checkpoint, tokenizer) as engine:
 
-    async def main() -> tuple[list[StepReport], float]:
-        async with SandboxPool(config.sandbox) as pool:
-            rollouts = local_rollouts(config, handle, pool, tokenizer)
-            orchestrator = Orchestrator(
-                config.rl, config.seed, tasks, handle, LocalTrainer(trainer), rollouts
-            )
-            began = time.monotonic()
-            reports = await orchestrator.run(args.steps)
-            return reports, time.monotonic() - began
+        async def main() -> tuple[list[StepReport], float]:
+            async with SandboxPool(config.sandbox) as pool:
+                policy = engine.policy(temperature=config.rl.sampling_temperature(config.engine))
+                rollouts = local_rollouts(config, engine, pool, tokenizer, policy)
+                orchestrator = Orchestrator(
+                    config.rl, config.seed, tasks, engine, LocalTrainer(trainer), rollouts
+                )
+                began = time.monotonic()
+                reports = await orchestrator.run(args.steps)
+                return reports, time.monotonic() - began
 
-    try:
         return asyncio.run(main())
-    finally:
-        engine.close()
 
 
 async def run_on_ray(
