@@ -455,17 +455,26 @@ def test_smoke_run_on_ray_with_sft_and_the_rl_trainer_on_two_ranks(smoke_run, ou
 
 
 @pytest.mark.skipif(not default_python().exists(), reason="vLLM's environment is not built: `make vllm-env`")
-def test_smoke_run_with_rollouts_and_evaluations_on_a_vllm_server(smoke_run, output_dir):
-    overrides = ["name=smoke-vllm", "engine.backend=vllm", "engine.vllm_dtype=float32"]
+@pytest.mark.parametrize("runtime", ["in-process", "ray"])
+def test_smoke_run_with_rollouts_and_evaluations_on_vllm(smoke_run, output_dir, runtime):
+    # In process, one server serves evaluations and RL; on Ray, the engine actor hosts the RL
+    # phase's own server, and the job's serves the evaluations.
+    overrides = [f"name=smoke-vllm-{runtime}", "engine.backend=vllm", "engine.vllm_dtype=float32"]
+    overrides += ["runtime.ray=true"] if runtime == "ray" else []
     args = [arg for override in overrides for arg in ("--set", override)]
     result = runner.invoke(app, ["train", str(SMOKE), "--set", f"output_dir={output_dir}", *args])
     assert result.exit_code == 0, result.output
-    run = output_dir / "smoke-vllm"
+    run = output_dir / f"smoke-vllm-{runtime}"
+    # Within it: staleness never above the bound (rl.staleness = 1) on vLLM either.
     check_smoke_run(run, last_json_line(result.stdout), smoke_config(output_dir, *overrides))
-    # The server overture started and stopped, and the weights it was last given (the RL step's).
-    log = (run / "vllm-server.log").read_text()
-    assert "vllm.entrypoints.openai.api_server" in log and "Application startup complete" in log
-    assert [p.name for p in (run / "vllm-weights").iterdir()] == ["version-000002"]
+    # The servers overture started and stopped, and the weights each was last given.
+    rl_server = run / "engine-actor" if runtime == "ray" else run
+    for folder in {run, rl_server}:
+        log = (folder / "vllm-server.log").read_text()
+        assert "vllm.entrypoints.openai.api_server" in log and "Application startup complete" in log
+    assert [p.name for p in (rl_server / "vllm-weights").iterdir()] == ["version-000002"]
+    if runtime == "ray":  # the trainer actor's weights came back to the job's server for evaluation
+        assert [p.name for p in (run / "vllm-weights").iterdir()] == ["version-000002"]
 
 
 def test_a_stopped_run_resumes_without_losing_or_repeating_a_step(output_dir, monkeypatch):

@@ -302,8 +302,8 @@ class EngineConfig(Section):
 
     backend: Literal["overture", "vllm"] = Field(
         "overture",
-        description="what generates rollouts and evaluation episodes: overture's own engine in this "
-        "process, or vLLM servers (in-process runtime only, for now; `make vllm-env` builds vLLM)",
+        description="what generates rollouts and evaluation episodes: overture's own engine (in this "
+        "process, or the Ray engine actor), or vLLM servers (`make vllm-env` builds vLLM)",
     )
     vllm_urls: list[str] = Field(
         default_factory=list,
@@ -629,15 +629,6 @@ class RunConfig(Section):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
-
-    @model_validator(mode="after")
-    def _check_backend(self) -> RunConfig:
-        if self.engine.backend == "vllm" and self.runtime.uses_ray:
-            raise ValueError(
-                "engine.backend = 'vllm' runs rollouts from this process only for now: "
-                "unset runtime.ray / runtime.ray_address, or use engine.backend = 'overture'"
-            )
-        return self
 
     @model_validator(mode="after")
     def _check_turn_cost(self) -> RunConfig:

@@ -4,7 +4,8 @@ vLLM runs from a virtualenv of its own (`make vllm-env` builds it), as a separat
 so its pins never meet overture's. `VllmServer` starts it on a free port from a Hugging Face
 checkpoint directory, waits for `/health`, writes its output to the log file the caller names,
 restarts it on the same port when it dies, and stops it (SIGTERM, then SIGKILL to the whole
-group). The server is started with the development endpoints on (`/abort_requests`, `/pause`,
+group; and a watch inside the server kills the group should this process die without stopping
+it). The server is started with the development endpoints on (`/abort_requests`, `/pause`,
 `/resume`, `/collective_rpc`, `/reset_prefix_cache`) and with overture's worker extension
 (`vllm_extension/`), which reloads weights from a checkpoint directory (`VllmClient`).
 """
@@ -153,7 +154,8 @@ class VllmServer:
 
     def command(self) -> list[str]:
         args = [
-            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            # Ends with this process, whatever way it ends (`vllm_extension/overture_vllm_launch.py`).
+            str(self.python), "-m", "overture_vllm_launch", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir),
             "--served-model-name", self.served_model_name,
             "--host", self.host,

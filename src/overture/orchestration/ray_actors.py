@@ -10,7 +10,10 @@ orchestrator is the same object as in process (`overture.orchestration.orchestra
   weights go from the trainer's process through Ray's object store to the engine's
   (`overture.distributed.ray.engine`) without a stop in the orchestrator's.
 - `RemoteEngine` → the engine actor, restarted by Ray if its process dies
-  (`overture.distributed.ray.engine`).
+  (`overture.distributed.ray.engine`). With `engine.backend = "vllm"` the actor hosts the vLLM
+  engine (`VllmActorEngine`): it joins `engine.vllm_urls`, or starts and supervises a server
+  itself, its log and weight directories under the run's `engine-actor/`; a restarted actor
+  starts a new one, and a server never outlives the process that started it.
 - `RemoteRollouts` → `RolloutWorker`s (`runtime.rollout_workers`): each owns a sandbox pool and
   runs whole groups (episodes, tools, grading) by `overture.orchestration.rollout_groups`' code, talking to
   the engine actor. The orchestrator's pause / release / cancel of a group reach its worker as
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
+import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +44,9 @@ from overture.distributed.ray.engine import RemoteEngine, RemoteEnginePolicy, st
 from overture.distributed.ray.ranks import RayRank, ray_rank_actors
 from overture.model import load_pretrained
 from overture.orchestration.orchestrator import train_on_trajectories
+from overture.orchestration.rollout_engine import open_rollout_engine
 from overture.orchestration.rollout_groups import LocalRollouts, RolloutEnv
+from overture.orchestration.vllm_engine import VllmEngine
 from overture.rl.checkpoints import load_checkpoint, save_checkpoint
 from overture.rl.trainer import Trainer, rl_trainer
 from overture.runtime.devices import resolve_device
@@ -151,6 +158,54 @@ class RemoteTrainer:
         ray = import_ray()
         paths = ray.get([actor.save_checkpoint.remote(str(root), extra, keep) for actor in self.actors])
         return Path(paths[0])
+
+
+# ----------------------------------------------------------------------------- vLLM in the engine actor
+
+
+class VllmActorEngine:
+    """The `VllmEngine` that `open_rollout_engine` opens (and the server it may start), as the engine
+    actor's `ActorEngine`."""
+
+    def __init__(self, engine: VllmEngine, opened: contextlib.ExitStack) -> None:
+        self.engine, self._opened = engine, opened
+
+    @property
+    def version(self) -> int:
+        return self.engine.version
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
+        return self.engine.policy(**sampling).generate(prompt_ids, max_new_tokens)
+
+    async def update_weights(self, weights: Any, version: int) -> None:
+        await self.engine.update_weights(weights, version)
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:
+        self._opened.close()
+
+
+def open_vllm_engine(
+    config: RunConfig, checkpoint: str, tokenizer: Tokenizer, log_dir: str, version: int
+) -> VllmActorEngine:
+    """vLLM serving `checkpoint` as `version`, opened inside the engine actor's process."""
+    import torch
+
+    opened = contextlib.ExitStack()
+    engine = opened.enter_context(
+        open_rollout_engine(
+            config, Path(checkpoint), tokenizer, version=version, device=torch.device("cpu"),
+            dtype=torch.float32, log_dir=Path(log_dir),
+        )
+    )  # fmt: skip
+    assert isinstance(engine, VllmEngine)
+    return VllmActorEngine(engine, opened)
 
 
 # ----------------------------------------------------------------------------- rollout workers
@@ -291,19 +346,31 @@ class RayRL:
 
 @contextlib.asynccontextmanager
 async def ray_rl_runtime(
-    config: RunConfig, weights: str | Path, tokenizer: Tokenizer, checkpoint: str | Path | None = None
+    config: RunConfig,
+    weights: str | Path,
+    tokenizer: Tokenizer,
+    checkpoint: str | Path | None = None,
+    log_dir: str | Path | None = None,
 ) -> AsyncIterator[RayRL]:
     """Trainer (from `weights`, restored from `checkpoint`), engine (the checkpoint `weights` and its
     tokenizer, serving the trainer's weights) and rollout workers as actors on the cluster
-    `config.runtime` names; all stopped on exit."""
-    with ray_cluster(config.runtime) as ray:
+    `config.runtime` names; all stopped on exit. A vLLM engine keeps its server's log and weight
+    directories in `log_dir / "engine-actor"` (a temporary folder when unset)."""
+    with (
+        ray_cluster(config.runtime) as ray,
+        tempfile.TemporaryDirectory(prefix="overture-engine-") as scratch,
+    ):
         workers: list[Any] = []
         engine: RemoteEngine | None = None
+        opener = None
+        if config.engine.backend == "vllm":
+            actor_dir = Path(log_dir or scratch) / "engine-actor"
+            opener = functools.partial(open_vllm_engine, config, str(weights), tokenizer, str(actor_dir))
         async with start_trainer(ray, config, weights, checkpoint) as trainer:
             try:
                 engine = start_engine_actor(
                     weights, config.engine, config.runtime, config.training.dtype,
-                    weights=await trainer.export_weights(), version=trainer.version,
+                    weights=await trainer.export_weights(), version=trainer.version, opener=opener,
                 )  # fmt: skip
                 workers = [
                     ray.remote(RolloutWorker).options(**ACTOR_OPTIONS).remote(config, tokenizer, engine.actor)

@@ -105,12 +105,6 @@ def test_a_turn_cost_that_would_leave_a_late_fix_nothing_is_refused():
     assert RunConfig.model_validate({"tasks": {"turn_cost": 0.1}, "agent": {"max_turns": 8}})
 
 
-def test_vllm_rollouts_on_ray_are_refused_by_name():
-    with pytest.raises(ValidationError, match=r"engine.backend = 'vllm' runs rollouts from this process"):
-        RunConfig.model_validate({"engine": {"backend": "vllm"}, "runtime": {"ray": True}})
-    assert RunConfig.model_validate({"engine": {"backend": "vllm"}}).engine.backend == "vllm"
-
-
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "http://", "ftp://host:1", ""])
 def test_a_vllm_url_that_is_no_servers_address_is_refused(url):
     with pytest.raises(ValidationError, match="is not a server's address: expected http://HOST:PORT"):

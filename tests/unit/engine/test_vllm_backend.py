@@ -2,19 +2,22 @@
 Qwen3-MoE that overture wrote, token ids in and out; weight updates, abort, restart on death.
 
 The server tests need the environment `make vllm-env` builds and are skipped without it. They
-share one server (a start takes tens of seconds on a small CPU machine) and start two more: a
-fresh one on the updated weights, and the restart after a kill. Figures they measure are printed
-(`pytest -s`), never asserted.
+share one server (a start takes tens of seconds on a small CPU machine) and start three more: a
+fresh one on the updated weights, the restart after a kill, and one whose starter is killed.
+Figures they measure are printed (`pytest -s`), never asserted.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,3 +221,44 @@ def test_a_killed_server_is_restarted_on_the_same_address(server, client):
         os.killpg(old_pid, 0)  # nothing of the dead server's process group is left
     (c,) = client.complete([[1, 2, 3]], max_tokens=4, temperature=1.0)
     assert len(c.token_ids) == 4
+
+
+def living_in_group(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are not zombies (a dead one waits for its reaper)."""
+    living = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            living.append(int(stat.parent.name))
+    return living
+
+
+@needs_vllm
+def test_a_server_ends_with_the_process_that_started_it(checkpoints, tmp_path):
+    starter_code = textwrap.dedent(
+        """
+        import sys, time
+        from overture.engine.vllm_server import VllmServer
+        env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+        server = VllmServer(sys.argv[1], sys.argv[2], dtype="float32", max_model_len=4096, env=env).start()
+        print(server.pid, flush=True)
+        time.sleep(3600)
+        """
+    )
+    starter = subprocess.Popen(
+        [sys.executable, "-c", starter_code, str(checkpoints[0]), str(tmp_path / "server.log")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = starter.stdout.readline()  # once the server is healthy
+    assert line.strip().isdigit(), f"the starter failed: {starter.stderr.read()[-2000:]}"
+    server_pid = int(line)
+    assert living_in_group(server_pid)
+    starter.kill()  # no chance to stop its server
+    starter.wait()
+    deadline = time.monotonic() + 120
+    while living_in_group(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not living_in_group(server_pid), "the vLLM server outlived the process that started it"

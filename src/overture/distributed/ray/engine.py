@@ -3,7 +3,10 @@
 - `WeightsKeeper` holds the newest weights (an object-store reference, never a copy) and their
   version. Every weight update goes through it, so that
 - `EngineActor`, which Ray restarts when its process dies, comes back serving the newest weights
-  and version instead of the checkpoint it was first built from.
+  and version instead of the checkpoint it was first built from. What generates inside it is an
+  `ActorEngine` that an opener (a picklable callable, run again on every restart) builds:
+  overture's `Engine` by default (`open_overture_engine`), or whatever the caller passes, e.g.
+  vLLM servers started inside the actor (`overture.orchestration.ray_actors`).
 - `RemoteEngine` is the orchestrator's `EngineHandle` for the actor: `update_weights` takes the
   trainer's exported weights as a Ray object reference, so they travel trainer → object store →
   engine without passing through the orchestrator's process.
@@ -24,14 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from overture.agent import Generation
 from overture.config import EngineConfig, RuntimeConfig
@@ -59,28 +63,77 @@ class WeightsKeeper:
         return self._weights, self._version
 
 
-class EngineActor:
-    """An `overture.engine.Engine` in its own process, serving the keeper's newest weights.
+class ActorEngine(Protocol):
+    """What generates inside an `EngineActor`."""
 
-    Built from the checkpoint at `model_dir` (and its tokenizer); the keeper's weights are fetched
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
+        """A request: its `abort()` ends it early, awaiting it gives a completion with `token_ids`,
+        `logprobs`, `versions` and `finish_reason`."""
+        ...
+
+    async def update_weights(self, weights: Mapping[str, Any], version: int) -> None: ...
+
+    def stats(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+class OvertureActorEngine:
+    """overture's `Engine` as an `ActorEngine`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def version(self) -> int:
+        return self.engine.version
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
+        budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
+        return self.engine.submit(prompt_ids, max_new_tokens=budget, **sampling)
+
+    async def update_weights(self, weights: Mapping[str, Any], version: int) -> None:
+        await asyncio.to_thread(self.engine.update_weights, weights, version)
+
+    def stats(self) -> dict[str, int]:
+        return self.engine.stats()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def open_overture_engine(
+    model_dir: str, config: EngineConfig, runtime: RuntimeConfig, dtype: str, version: int
+) -> OvertureActorEngine:
+    """overture's engine on the checkpoint at `model_dir` (and its tokenizer), as `version`."""
+    import torch
+
+    device = str(resolve_device(runtime))
+    engine = Engine.from_pretrained(
+        model_dir, dtype=getattr(torch, dtype), device=device, config=config, version=version
+    )
+    return OvertureActorEngine(engine)
+
+
+class EngineActor:
+    """An `ActorEngine` in its own process, serving the keeper's newest weights.
+
+    `opener(version)` builds the engine (again on every restart); the keeper's weights are fetched
     before the first request is served, so that a restarted actor never serves stale ones.
     """
 
-    def __init__(
-        self,
-        model_dir: str,
-        config: EngineConfig,
-        runtime: RuntimeConfig,
-        dtype: str,
-        keeper_name: str,
-        version: int,
-    ) -> None:
-        import torch
-
-        device = str(resolve_device(runtime))
-        self.engine = Engine.from_pretrained(
-            model_dir, dtype=getattr(torch, dtype), device=device, config=config, version=version
-        )
+    def __init__(self, opener: Callable[[int], ActorEngine], keeper_name: str, version: int) -> None:
+        self.engine = opener(version)
         # By name, not by handle: Ray could not restart an actor built with a handle argument.
         self.keeper = import_ray().get_actor(keeper_name)
         self.incarnation = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -98,8 +151,7 @@ class EngineActor:
                 return
             weights, version = await self.keeper.get.remote()
             if weights:
-                state = await weights[0]
-                await asyncio.to_thread(self.engine.update_weights, state, version)
+                await self.engine.update_weights(await weights[0], version)
             self._weights_fetched = True
 
     async def describe(self) -> dict[str, Any]:
@@ -119,8 +171,7 @@ class EngineActor:
         if key in self._aborted_early:
             del self._aborted_early[key]
             return {"token_ids": [], "logprobs": [], "versions": [], "finish_reason": "abort"}
-        budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
-        handle = self.engine.submit(prompt_ids, max_new_tokens=budget, **sampling)
+        handle = self.engine.submit(prompt_ids, max_new_tokens, sampling)
         self._requests[key] = handle
         try:
             completion = await handle
@@ -144,7 +195,7 @@ class EngineActor:
 
     async def update_weights(self, weights: Mapping[str, Any], version: int) -> int:
         await self._serve_kept_weights()  # a newer update must not be overwritten by older kept weights
-        await asyncio.to_thread(self.engine.update_weights, weights, version)
+        await self.engine.update_weights(weights, version)
         return self.engine.version
 
     def stats(self) -> dict[str, int]:
@@ -161,18 +212,21 @@ def start_engine_actor(
     dtype: str = "float32",
     weights: Any = None,
     version: int = 0,
+    opener: Callable[[int], ActorEngine] | None = None,
 ) -> RemoteEngine:
     """An engine actor (restarted by Ray whenever its process dies) serving `model_dir`'s model
     and tokenizer with `weights` (an object reference or a state dict; unset = the checkpoint's)
-    as `version`."""
+    as `version`: on overture's engine, or on what `opener(version)` builds (then it alone says
+    what serves, and `model_dir`, `config`, `runtime` and `dtype` are not used)."""
     ray = import_ray()
+    opener = opener or functools.partial(open_overture_engine, str(model_dir), config, runtime, dtype)
     keeper_name = f"overture-weights-{uuid.uuid4().hex}"
     keeper = ray.remote(WeightsKeeper).options(**ACTOR_OPTIONS, name=keeper_name).remote()
     ray.get(keeper.put.remote([] if weights is None else [object_ref(weights)], version))
     actor = (
         ray.remote(EngineActor)
         .options(**ACTOR_OPTIONS, max_restarts=-1, max_task_retries=0)
-        .remote(str(model_dir), config, runtime, dtype, keeper_name, version)
+        .remote(opener, keeper_name, version)
     )
     return RemoteEngine(actor, keeper, ray.get(actor.describe.remote()))
 

@@ -155,7 +155,7 @@ class RLPhase:
         recorder: Callable[..., Callable[[StepReport], None]],
     ) -> None:
         keep = self.config.training.keep_checkpoints
-        async with ray_rl_runtime(self.config, weights, tokenizer, restored) as ray_rl:
+        async with ray_rl_runtime(self.config, weights, tokenizer, restored, self.run_dir.path) as ray_rl:
             remote = ray_rl.trainer
             on_step = recorder(
                 lambda extra: remote.save_checkpoint(self.run_dir.checkpoints, extra, keep),
