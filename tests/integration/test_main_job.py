@@ -375,6 +375,7 @@ def check_smoke_run(run: Path, summary: dict, config: RunConfig) -> None:
     # Both evaluations on the same held-out tasks.
     for when in ("eval_before", "eval_after"):
         assert summary[when]["tasks"] == 2 and 0.0 <= summary[when]["pass_at"]["pass@1"] <= 1.0
+        assert "failed" not in summary[when]["statuses"], summary[when]["statuses"]  # e.g. by the engine
     assert summary["pass@1_before"] == summary["eval_before"]["pass_at"]["pass@1"]
     change = summary["pass@1_change"]["change"]
     assert change == pytest.approx(summary["pass@1_after"] - summary["pass@1_before"])

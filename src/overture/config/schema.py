@@ -307,7 +307,8 @@ class EngineConfig(Section):
     )
     vllm_urls: list[str] = Field(
         default_factory=list,
-        description="backend = 'vllm': running servers to join (each request to the least loaded); "
+        description="backend = 'vllm': running servers to join (a rollout group's requests to one, "
+        "the groups spread over them); "
         "empty = start and supervise one on 127.0.0.1, its log in the run directory",
     )
     vllm_dtype: Literal["auto", "float32", "bfloat16"] = Field(

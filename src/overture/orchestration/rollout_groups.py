@@ -9,6 +9,8 @@ every episode has ended (finished, truncated or failed) and been graded. Each ep
 - parks while paused: `pause()` aborts the episode's generation (its tokens, logprobs and versions
   are kept in the aborted trajectory) and `release()` lets it continue, under whatever weights
   the engine serves by then;
+- calls the policy through `group_policy`, which keeps a group's requests on one engine replica
+  where the policy can (`GroupAffinePolicy`);
 - grades the finished episode in its sandbox (`overture.tasks.episodes.grade_episode`);
 - retries an episode whose sandbox died (or could not start) once, from the start in a fresh
   sandbox, and keeps a second death as a failed trajectory (reward 0) with its reason; a second
@@ -32,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from overture.agent import Episode, Policy, ToolSet, Trajectory
 from overture.config import AgentConfig, TasksConfig
@@ -132,6 +134,19 @@ class RolloutStats:
         return counts
 
 
+@runtime_checkable
+class GroupAffinePolicy(Protocol):
+    """A policy over several engine replicas that can keep a group's requests on one of them
+    (`VllmPolicy`): the group shares its prompt, which that replica then prefills once."""
+
+    def for_group(self, group_id: str) -> Policy: ...
+
+
+def group_policy(policy: Policy, group_id: str) -> Policy:
+    """The policy a group's episodes call: kept on one replica where `policy` can do that."""
+    return policy.for_group(group_id) if isinstance(policy, GroupAffinePolicy) else policy
+
+
 @dataclass
 class RolloutEnv:
     """What every episode needs: the policy (the engine's), sandboxes, tokenizer, the agent's
@@ -192,8 +207,9 @@ class EpisodeSlot:
     async def _play(self, box: Sandbox) -> Trajectory:
         """Run the episode in `box`, parking it whenever it is aborted, until it ends or the box dies."""
         env = self.env
+        policy = group_policy(env.policy, self.group_id)
         episode = Episode(
-            env.policy, box, env.tokenizer, self.task.problem_statement, env.agent, env.tools,
+            policy, box, env.tokenizer, self.task.problem_statement, env.agent, env.tools,
             task_id=self.task.instance_id, group_id=self.group_id,
         )  # fmt: skip
         counted = 0
@@ -214,7 +230,7 @@ class EpisodeSlot:
             await self._gate.wait()
             self.stats.resumed += 1
             episode = Episode.resume(
-                trajectory, env.policy, box, env.tokenizer, env.agent, env.tools
+                trajectory, policy, box, env.tokenizer, env.agent, env.tools
             )  # fmt: skip
 
 

@@ -9,7 +9,11 @@ they stopped: prompt + their tokens, prefilled again under the new weights. A ge
 thus a chain of vLLM requests, each of one version, like a partial rollout resumed by overture's
 own engine. Requests that arrive during an update wait for it.
 
-Replicas: each request goes to the server with the fewest of this engine's requests in flight.
+Replicas: a group's requests (those of a policy from `VllmPolicy.for_group`) all go to the one
+server the group's first request went to, so the group's shared prompt is prefilled once and
+each later turn finds its conversation in that server's prefix cache; that first request, and
+any request outside a group, goes to the server with the fewest of this engine's requests in
+flight, which spreads the groups across the servers.
 The trainer's weights reach the servers as a Hugging Face checkpoint directory per version
 under `weights_dir` (the previous one is removed once the new one serves).
 
@@ -18,9 +22,11 @@ to answer `/health` again (restarted by its `VllmServer`, or by whoever runs a j
 to `recover_wait_s`), has the weights serving now loaded into it again (once per death, whoever
 notices first), and sends its request again from where the turn stood before that request: the
 tokens of the lost request died with the server, the turn's earlier tokens and their versions
-stay. The policy counts such requests (`requests_resent`). A supervised server is also restarted
-from the newest weights directory, so a restart while idle never serves older weights; a joined
-server restarted by its owner while nothing was in flight is not noticed.
+stay. The policy counts such requests (`requests_resent`). A request its server dies under
+`DEATHS_PER_REQUEST` times fails instead, naming the server's log: it is what kills it. A
+supervised server is also restarted from the newest weights directory, so a restart while idle
+never serves older weights; a joined server restarted by its owner while nothing was in flight
+is not noticed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +55,9 @@ from overture.model import Transformer, save_pretrained
 ABORT_RETRY_S = 0.1
 RECOVER_WAIT_S = 900.0  # how long a request waits for its dead server to answer again
 RECOVER_POLL_S = 0.5
+GROUPS_REMEMBERED = 4096  # groups whose server is kept (the oldest forgotten first)
+# A request its server dies under this many times is not sent again: it is what kills the server.
+DEATHS_PER_REQUEST = 3
 
 
 class VllmEngine:
@@ -79,6 +89,7 @@ class VllmEngine:
         self.servers = list(servers) or [None] * len(self.clients)
         self.recover_wait_s = recover_wait_s
         self._deaths = [0] * len(self.clients)  # deaths recovered from, per server
+        self._group_servers: OrderedDict[str, int] = OrderedDict()  # group → its server, newest last
         self.model_config = model_config
         self.weights_dir = Path(weights_dir)
         self.max_model_len = max_model_len
@@ -156,22 +167,44 @@ class VllmEngine:
         and the version that made all of its tokens. Sent again after its server's death (see
         the module docstring); None if the generation was aborted while its server was down."""
         self._in_this_loop()
-        resent = False
+        died_under = 0
         while True:
             await self._serving.wait()
-            server = min(range(len(self.clients)), key=self._load.__getitem__)
+            server = self._server_for(generation.policy.group)
+            generation.served_by.append(self.clients[server].base_url)
             deaths = self._deaths[server]
             try:
                 return await self._request(generation, server)
-            except VllmClientError:
+            except VllmClientError as exc:
                 if await asyncio.to_thread(self.clients[server].healthy):
                     raise  # the server is up: the request itself was refused
-            if not resent:
-                generation.policy.requests_resent += 1
-                resent = True
+                died_under += 1
+                if died_under == DEATHS_PER_REQUEST:
+                    raise VllmClientError(
+                        f"the vLLM server at {self.clients[server].base_url} went down under this request "
+                        f"{died_under} times, so it is not sent again ({exc}){self._log_hint(server)}"
+                    ) from None
+            if died_under == 1:
+                generation.policy.count_resent()
             if not await self._wait_healthy(server, generation):
                 return None
             await self._reload_after_death(server, deaths)
+
+    def _log_hint(self, server: int) -> str:
+        supervised = self.servers[server]
+        return f"; its log: {supervised.log_path}" if supervised is not None else ""
+
+    def _server_for(self, group: str | None) -> int:
+        """The server of `group` (chosen once, least loaded), or the least loaded one now."""
+        if group is not None and group in self._group_servers:
+            self._group_servers.move_to_end(group)
+            return self._group_servers[group]
+        server = min(range(len(self.clients)), key=self._load.__getitem__)
+        if group is not None:
+            self._group_servers[group] = server
+            if len(self._group_servers) > GROUPS_REMEMBERED:
+                self._group_servers.popitem(last=False)
+        return server
 
     async def _request(self, generation: VllmGeneration, server: int) -> tuple[Any, int]:
         client, version = self.clients[server], self._version
@@ -237,6 +270,7 @@ class VllmGeneration:
         self.versions: list[int] = []
         self.current: tuple[VllmClient, str, threading.Event] | None = None
         self.aborted = False
+        self.served_by: list[str] = []  # the server of each of its vLLM requests, in order
 
     def abort(self) -> None:
         """Finish as soon as possible with the tokens made so far (`finish_reason == "abort"`)."""
@@ -284,12 +318,25 @@ class VllmGeneration:
 
 class VllmPolicy:
     """A `VllmEngine` behind the agent's `Policy` protocol, with its requests' sampling settings.
-    `requests_resent` counts its requests sent again because their server died under them."""
+    `requests_resent` counts its requests sent again because their server died under them (those
+    of its `for_group` policies included)."""
 
-    def __init__(self, engine: VllmEngine, sampling: dict[str, Any]) -> None:
+    def __init__(
+        self, engine: VllmEngine, sampling: dict[str, Any], group: str | None = None,
+        parent: VllmPolicy | None = None,
+    ) -> None:  # fmt: skip
         self.engine = engine
         self.sampling = sampling
+        self.group = group
+        self._parent = parent
         self.requests_resent = 0
+
+    def for_group(self, group_id: str) -> VllmPolicy:
+        """This policy for the episodes of group `group_id`: their requests stay on one server."""
+        return VllmPolicy(self.engine, self.sampling, group_id, self._parent or self)
+
+    def count_resent(self) -> None:
+        (self._parent or self).requests_resent += 1
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> VllmGeneration:
         """Refuses a token id outside the vocabulary here: vLLM, serving without a tokenizer, does

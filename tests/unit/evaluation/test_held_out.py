@@ -124,8 +124,10 @@ def test_behaviour_changes_are_paired_by_task_with_their_standard_errors():
 def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp_path, backend):
     _, tasks = numbers_task_set
     checkpoint = tmp_path / "checkpoint"
-    # Widths vLLM's CPU MoE kernel takes as they are (multiples of 32).
-    model = tiny_model_config(vocab_size=tokenizer().vocab_size, hidden_size=64, moe_intermediate_size=32)
+    # Widths vLLM's CPU kernels take as they are (multiples of 32; its attention has no head_dim 8).
+    model = tiny_model_config(
+        vocab_size=tokenizer().vocab_size, hidden_size=64, head_dim=32, moe_intermediate_size=32
+    )
     save_pretrained(Transformer(model), checkpoint)
     tokenizer().save(checkpoint)
     task_file = write_tasks(tmp_path / "tasks.jsonl", [t for t in tasks if t.split == "train"][:2])
@@ -141,7 +143,7 @@ def test_eval_command_grades_every_episode_of_a_checkpoint(numbers_task_set, tmp
     assert summary["tasks"] == 2 and summary["samples"] == 2
     assert set(summary["pass_at"]) == {"pass@1", "pass@2"}
     assert set(summary["times_resolved"]) == {"0", "1", "2"} and sum(summary["times_resolved"].values()) == 2
-    assert sum(summary["statuses"].values()) == 4
+    assert sum(summary["statuses"].values()) == 4 and "failed" not in summary["statuses"]
     episodes = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(episodes) == 4
     assert all("resolution" in e["reward_info"] for e in episodes)  # graded (or said why not)

@@ -6,18 +6,23 @@ without it) and share one server, which the last one kills."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
 import signal
+import threading
 import time
 import urllib.request
 
 import pytest
 import torch
+from agent_helpers import tokenizer
 from conftest import tiny_model_config
 
+from overture.agent.scripted import ScriptedPolicy
 from overture.engine.vllm_client import VllmClient, VllmClientError
 from overture.engine.vllm_server import VllmServer, default_python
 from overture.model import Transformer, load_pretrained, save_pretrained
+from overture.orchestration.rollout_groups import group_policy
 from overture.orchestration.vllm_engine import VllmEngine, write_checkpoint
 
 needs_vllm = pytest.mark.skipif(
@@ -105,6 +110,89 @@ def test_a_weight_update_in_mid_generation_tags_each_token_with_the_weights_that
     late = asyncio.run(late_request())
     assert late.versions == [1] * 16 and late.finish_reason == "length"
     assert late.logprobs == pytest.approx(teacher_forced(new, PROMPT, late.token_ids), abs=1e-3)
+
+
+@needs_vllm
+def test_each_groups_requests_stay_on_one_replica_and_the_groups_spread_over_them(server, tmp_path):
+    with VllmServer(
+        server.model_dir, tmp_path / "second.log", dtype="float32", max_model_len=CONTEXT,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    ) as second:  # fmt: skip
+        urls = [server.url, second.url]
+        clients = [VllmClient(url) for url in urls]
+        engine = VllmEngine(clients, CONFIG, tmp_path / "weights", max_model_len=CONTEXT)
+        policy = engine.policy()
+        groups = {name: policy.for_group(name) for name in "abcd"}
+
+        async def turn(tokens: int) -> list[tuple[str, object]]:
+            episodes = [(name, g, episode) for name, g in groups.items() for episode in range(3)]
+            requests = [(name, g.generate([*PROMPT, episode], tokens)) for name, g, episode in episodes]
+            await asyncio.gather(*(request for _, request in requests))
+            return requests
+
+        async def run():
+            # Two turns of three episodes in each of four groups, then a request outside any group.
+            requests = await turn(8) + await turn(4)
+            loose = policy.generate(PROMPT, 4)
+            await loose
+            return requests, loose
+
+        requests, loose = asyncio.run(run())
+    where = {name: set() for name in groups}
+    for name, request in requests:
+        where[name].update(request.served_by)
+    assert all(len(servers) == 1 for servers in where.values()), where
+    assert sorted(next(iter(servers)) for servers in where.values()) == sorted(urls * 2), where
+    assert len(loose.served_by) == 1 and loose.served_by[0] in urls
+
+
+def test_a_groups_episodes_get_a_policy_kept_on_one_replica_where_the_policy_has_replicas(tmp_path):
+    engine = VllmEngine([VllmClient("http://127.0.0.1:9")], CONFIG, tmp_path, max_model_len=CONTEXT)
+    policy = engine.policy(temperature=0.5)
+    grouped = group_policy(policy, "g-1")
+    assert grouped.group == "g-1" and grouped.sampling == policy.sampling
+    grouped.count_resent()
+    assert policy.requests_resent == 1  # counted where the rollouts read it
+    plain = ScriptedPolicy(tokenizer(), [])
+    assert group_policy(plain, "g-1") is plain
+
+
+class CrashingServer(http.server.BaseHTTPRequestHandler):
+    """Answers /health like a vLLM server, and goes down for a moment under every completion:
+    it drops the connection and fails /health until it is back (as a restart looks)."""
+
+    down_until = 0.0
+    completions = 0
+
+    def do_GET(self) -> None:
+        self.send_response(503 if time.monotonic() < CrashingServer.down_until else 200)
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        CrashingServer.completions += 1
+        CrashingServer.down_until = time.monotonic() + 0.5
+        self.close_connection = True  # no answer: the connection just ends
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_request_its_server_dies_under_again_and_again_fails_naming_the_cause(tmp_path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CrashingServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_port}"
+        engine = VllmEngine([VllmClient(url, model="m")], CONFIG, tmp_path, max_model_len=CONTEXT)
+        policy = engine.policy()
+
+        async def run():
+            return await policy.generate(PROMPT, 4)
+
+        with pytest.raises(VllmClientError, match="went down under this request 3 times, so it is not sent"):
+            asyncio.run(run())
+    finally:
+        httpd.shutdown()
+    assert CrashingServer.completions == 3 and policy.requests_resent == 1
 
 
 def test_a_token_id_outside_the_vocabulary_is_refused_before_it_reaches_a_server(tmp_path):
