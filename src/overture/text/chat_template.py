@@ -12,6 +12,11 @@ from the same pieces as `chat`'s renderers, so the two cannot drift apart:
 - an assistant's tool calls are `{"name": ..., "arguments": ...}` blocks (arguments given as a
   JSON string are written as they are), marker strings inside them escaped as `call_json` does;
 - `add_generation_prompt` ends with the assistant header.
+
+Text, once rendered, is tokenized again by whoever applied the template, and a Hugging Face
+tokenizer reads a marker string inside a message's content (a tool result holding
+`<|im_end|>`, say) as the marker itself, as with any chat template. overture's own episodes
+never go through text: `Conversation` inserts markers by id and encodes content as content.
 """
 
 from __future__ import annotations
