@@ -1,7 +1,8 @@
 """vLLM behind the orchestrator's engine handle and the agent's `Policy`: per-token versions
-across a weight update in mid-generation, aborts, a server's death in mid-request, and the
-trainer's weights written for the servers. The server tests need `make vllm-env` (skipped
-without it) and share one server, which the last one kills."""
+across a weight update in mid-generation, aborts, groups kept on one replica, a server's death
+in mid-request, and the trainer's weights written for the servers. The server tests need `make
+vllm-env` (skipped without it) and share one server, which the last one kills; the replica
+test starts a second."""
 
 from __future__ import annotations
 
