@@ -12,12 +12,12 @@ from orchestrator_helpers import run_config
 
 from overture.config import EngineConfig, RuntimeConfig
 from overture.distributed.ray.cluster import ray_cluster
-from overture.distributed.ray.engine import start_engine_actor
+from overture.distributed.ray.engine import RemoteEnginePolicy, start_engine_actor
 from overture.engine import Engine
 from overture.model import load_pretrained
 from overture.orchestration.orchestrator import Orchestrator, StepReport
 from overture.orchestration.ray_actors import ray_rl_runtime
-from overture.orchestration.rollout_groups import policy_versions
+from overture.orchestration.rollout_groups import group_policy, policy_versions
 from overture.text import Tokenizer
 
 CPU = RuntimeConfig(device="cpu")
@@ -38,6 +38,14 @@ def trained_weights(tiny_policy) -> dict[str, torch.Tensor]:
 async def wait_until_running(engine) -> None:
     while (await engine.actor.stats.remote())["running"] == 0:
         await asyncio.sleep(0.01)
+
+
+def test_a_groups_policy_sends_its_group_along_and_counts_resends_where_the_rollouts_read_them():
+    policy = RemoteEnginePolicy(actor=None, temperature=0.3)
+    grouped = group_policy(policy, "g-7")
+    assert grouped.group == "g-7" and grouped.sampling == {"temperature": 0.3} and policy.group is None
+    grouped.count_resent()
+    assert policy.requests_resent == 1
 
 
 def test_a_killed_engine_actor_comes_back_with_the_newest_weights_and_cut_requests_are_sent_again(

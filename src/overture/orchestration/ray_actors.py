@@ -178,8 +178,11 @@ class VllmActorEngine:
     def max_model_len(self) -> int:
         return self.engine.max_model_len
 
-    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
-        return self.engine.policy(**sampling).generate(prompt_ids, max_new_tokens)
+    def submit(
+        self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any], group: str | None
+    ) -> Any:
+        policy = self.engine.policy(**sampling)
+        return (policy.for_group(group) if group is not None else policy).generate(prompt_ids, max_new_tokens)
 
     async def update_weights(self, weights: Any, version: int) -> None:
         await self.engine.update_weights(weights, version)

@@ -72,9 +72,12 @@ class ActorEngine(Protocol):
     @property
     def max_model_len(self) -> int: ...
 
-    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
-        """A request: its `abort()` ends it early, awaiting it gives a completion with `token_ids`,
-        `logprobs`, `versions` and `finish_reason`."""
+    def submit(
+        self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any], group: str | None
+    ) -> Any:
+        """A request (of rollout group `group`, if any: an engine over several replicas keeps a
+        group on one): its `abort()` ends it early, awaiting it gives a completion with
+        `token_ids`, `logprobs`, `versions` and `finish_reason`."""
         ...
 
     async def update_weights(self, weights: Mapping[str, Any], version: int) -> None: ...
@@ -98,7 +101,9 @@ class OvertureActorEngine:
     def max_model_len(self) -> int:
         return self.engine.max_model_len
 
-    def submit(self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]) -> Any:
+    def submit(
+        self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any], group: str | None
+    ) -> Any:
         budget = self.engine.fitting_budget(len(prompt_ids), max_new_tokens)
         return self.engine.submit(prompt_ids, max_new_tokens=budget, **sampling)
 
@@ -164,14 +169,19 @@ class EngineActor:
         }
 
     async def generate(
-        self, key: str, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any]
+        self,
+        key: str,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        sampling: dict[str, Any],
+        group: str | None = None,
     ) -> dict[str, Any]:
         """One request to its end (or its abort): the completion's aligned lists and finish reason."""
         await self._serve_kept_weights()
         if key in self._aborted_early:
             del self._aborted_early[key]
             return {"token_ids": [], "logprobs": [], "versions": [], "finish_reason": "abort"}
-        handle = self.engine.submit(prompt_ids, max_new_tokens, sampling)
+        handle = self.engine.submit(prompt_ids, max_new_tokens, sampling, group)
         self._requests[key] = handle
         try:
             completion = await handle
@@ -278,7 +288,7 @@ class RemoteRequest:
         while True:
             try:
                 data = await self.policy.actor.generate.remote(
-                    self.key, self.prompt_ids, self.max_new_tokens, self.policy.sampling
+                    self.key, self.prompt_ids, self.max_new_tokens, self.policy.sampling, self.policy.group
                 )
                 return Generation(**data)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
@@ -287,7 +297,7 @@ class RemoteRequest:
                 if time.monotonic() > deadline:
                     raise
                 if not resent:
-                    self.policy.requests_resent += 1
+                    self.policy.count_resent()
                     resent = True
                 await asyncio.sleep(RETRY_DELAY_S)
 
@@ -298,13 +308,26 @@ class RemoteRequest:
 class RemoteEnginePolicy:
     """The engine actor behind the agent's `Policy` protocol; `sampling` applies to every request.
     `requests_resent` counts requests sent again because the engine's process died under them
-    (each once, however many tries its restart took)."""
+    (each once, however many tries its restart took; those of its `for_group` policies too)."""
 
-    def __init__(self, actor: Any, restart_wait_s: float = RESTART_WAIT_S, **sampling: Any) -> None:
+    def __init__(
+        self, actor: Any, restart_wait_s: float = RESTART_WAIT_S, group: str | None = None,
+        parent: RemoteEnginePolicy | None = None, **sampling: Any,
+    ) -> None:  # fmt: skip
         self.actor, self.restart_wait_s, self.sampling = actor, restart_wait_s, sampling
+        self.group, self._parent = group, parent
         self.name = uuid.uuid4().hex[:12]
         self.counter = itertools.count()
         self.requests_resent = 0
+
+    def for_group(self, group_id: str) -> RemoteEnginePolicy:
+        """This policy for the episodes of rollout group `group_id`: an engine over several
+        replicas keeps their requests on one."""
+        parent = self._parent or self
+        return RemoteEnginePolicy(self.actor, self.restart_wait_s, group_id, parent, **self.sampling)
+
+    def count_resent(self) -> None:
+        (self._parent or self).requests_resent += 1
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int) -> RemoteRequest:
         return RemoteRequest(self, list(prompt_ids), max_new_tokens)
