@@ -33,10 +33,6 @@ class VllmClientError(RuntimeError):
     """The server refused a request, could not be reached, or answered something unexpected."""
 
 
-class VllmUnreachableError(VllmClientError):
-    """No answer from the server: it is down, or went down while the request was in flight."""
-
-
 @dataclass
 class VllmCompletion:
     """One prompt's completion: aligned `token_ids` and `logprobs`, and why it ended."""
@@ -79,7 +75,7 @@ class VllmClient:
             raise VllmClientError(f"{method} {self.base_url}{path}: HTTP {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise VllmUnreachableError(
+            raise VllmClientError(
                 f"{method} {self.base_url}{path}: cannot reach the vLLM server: {reason}"
             ) from None
         if not raw:

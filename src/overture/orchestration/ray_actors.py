@@ -40,7 +40,12 @@ from overture.config import RunConfig
 from overture.distributed.meshes import meshes_for_run
 from overture.distributed.process_group import default_device_type, join_job
 from overture.distributed.ray.cluster import ACTOR_OPTIONS, import_ray, ray_cluster
-from overture.distributed.ray.engine import RemoteEngine, RemoteEnginePolicy, start_engine_actor
+from overture.distributed.ray.engine import (
+    ActorEngineAdapter,
+    RemoteEngine,
+    RemoteEnginePolicy,
+    start_engine_actor,
+)
 from overture.distributed.ray.ranks import RayRank, ray_rank_actors
 from overture.model import load_pretrained
 from overture.orchestration.orchestrator import train_on_trajectories
@@ -163,20 +168,13 @@ class RemoteTrainer:
 # ----------------------------------------------------------------------------- vLLM in the engine actor
 
 
-class VllmActorEngine:
+class VllmActorEngine(ActorEngineAdapter):
     """The `VllmEngine` that `open_rollout_engine` opens (and the server it may start), as the engine
     actor's `ActorEngine`."""
 
     def __init__(self, engine: VllmEngine, opened: contextlib.ExitStack) -> None:
-        self.engine, self._opened = engine, opened
-
-    @property
-    def version(self) -> int:
-        return self.engine.version
-
-    @property
-    def max_model_len(self) -> int:
-        return self.engine.max_model_len
+        super().__init__(engine)
+        self._opened = opened
 
     def submit(
         self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any], group: str | None

@@ -137,7 +137,8 @@ class RolloutStats:
 @runtime_checkable
 class GroupAffinePolicy(Protocol):
     """A policy over several engine replicas that can keep a group's requests on one of them
-    (`VllmPolicy`): the group shares its prompt, which that replica then prefills once."""
+    (`VllmPolicy`, and `RemoteEnginePolicy`, which passes the group to the engine actor): the
+    group shares its prompt, which that replica then prefills once."""
 
     def for_group(self, group_id: str) -> Policy: ...
 

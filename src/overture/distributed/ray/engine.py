@@ -87,10 +87,11 @@ class ActorEngine(Protocol):
     def close(self) -> None: ...
 
 
-class OvertureActorEngine:
-    """overture's `Engine` as an `ActorEngine`."""
+class ActorEngineAdapter:
+    """What every `ActorEngine` over an engine object takes from it as it is: `version` and
+    `max_model_len`."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Any) -> None:
         self.engine = engine
 
     @property
@@ -100,6 +101,10 @@ class OvertureActorEngine:
     @property
     def max_model_len(self) -> int:
         return self.engine.max_model_len
+
+
+class OvertureActorEngine(ActorEngineAdapter):
+    """overture's `Engine` as an `ActorEngine`."""
 
     def submit(
         self, prompt_ids: list[int], max_new_tokens: int, sampling: dict[str, Any], group: str | None
