@@ -192,6 +192,7 @@ def test_the_make_train_config_is_a_whole_main_job():
     assert config.lm_warmup.steps > 0 and config.lm_warmup.edit_drills > 0
     assert rl_mode(config) == "async+partial"
     assert config.tasks.eval_size >= 200  # the held-out bar for pass@1
+    assert config.rl.eval_samples >= 4  # changes paired by task, four episodes a task
     assert "configs/tiny.toml" in (REPO / "Makefile").read_text().split("\ntrain:")[1].split("\n\n")[0]
 
 
